@@ -1,0 +1,193 @@
+"""The kernel corpus: plain Triton kernels, written as in Triton's tutorials.
+
+One corpus serves the examples, the tests and the benchmarks. Each kernel is an
+unchanged ``@triton.jit`` function; each ``run_*`` helper launches it with
+``kernel[grid](...)`` exactly as a Triton user would, and each ``ref_*`` helper
+computes the same result with torch.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+# --- vector add -----------------------------------------------------------------------
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def run_add(x, y, out=None, BLOCK_SIZE=1024):
+    out = torch.empty_like(x) if out is None else out
+    n = out.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=BLOCK_SIZE)
+    return out
+
+
+def ref_add(x, y):
+    return x + y
+
+
+# --- fused row softmax ----------------------------------------------------------------
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                   BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    row_start = in_ptr + row * in_row_stride
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(row_start + cols, mask=mask, other=-float("inf"))
+    x_minus_max = x - tl.max(x, axis=0)
+    numerator = tl.exp(x_minus_max)
+    denominator = tl.sum(numerator, axis=0)
+    y = numerator / denominator
+    tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)
+
+
+def run_softmax(x, out=None):
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x) if out is None else out
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_rows, n_cols,
+                              BLOCK_SIZE=BLOCK_SIZE, num_warps=4)
+    return out
+
+
+def ref_softmax(x):
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+
+
+# --- tiled matmul with a K loop --------------------------------------------------------
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a_mask = (offs_m[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_K)
+        b_mask = (offs_k[:, None] < K - k * BLOCK_K) & (offs_n[None, :] < N)
+        a = tl.load(a_ptrs, mask=a_mask, other=0.0)
+        b = tl.load(b_ptrs, mask=b_mask, other=0.0)
+        acc += tl.dot(a, b)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c = acc.to(c_ptr.dtype.element_ty)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    tl.store(c_ptrs, c, mask=c_mask)
+
+
+def run_matmul(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32):
+    M, K = a.shape
+    K2, N = b.shape
+    assert K == K2
+    out = torch.empty((M, N), dtype=a.dtype) if out is None else out
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))
+    matmul_kernel[grid](a, b, out, M, N, K,
+                        a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        out.stride(0), out.stride(1),
+                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
+    return out
+
+
+def ref_matmul(a, b):
+    return (a.float() @ b.float()).to(a.dtype)
+
+
+# --- layer norm forward -----------------------------------------------------------------
+
+@triton.jit
+def layer_norm_fwd_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    Y += row * stride
+    X += row * stride
+    mean = 0
+    _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        _mean += a
+    mean = tl.sum(_mean, axis=0) / N
+    _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+        x = tl.where(cols < N, x - mean, 0.)
+        _var += x * x
+    var = tl.sum(_var, axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        mask = cols < N
+        w = tl.load(W + cols, mask=mask)
+        b = tl.load(B + cols, mask=mask)
+        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+        x_hat = (x - mean) * rstd
+        y = x_hat * w + b
+        tl.store(Y + cols, y, mask=mask)
+
+
+def run_layer_norm(x, weight, bias, eps=1e-5, BLOCK_SIZE=None):
+    M, N = x.shape
+    y = torch.empty_like(x)
+    mean = torch.empty((M,), dtype=torch.float32)
+    rstd = torch.empty((M,), dtype=torch.float32)
+    if BLOCK_SIZE is None:
+        BLOCK_SIZE = min(triton.next_power_of_2(N), 1024)
+    layer_norm_fwd_kernel[(M,)](x, y, weight, bias, mean, rstd, x.stride(0), N, eps,
+                                BLOCK_SIZE=BLOCK_SIZE, num_warps=8)
+    return y, mean, rstd
+
+
+def ref_layer_norm(x, weight, bias, eps=1e-5):
+    xf = x.float()
+    mean = xf.mean(dim=1)
+    var = xf.var(dim=1, unbiased=False)
+    rstd = 1 / torch.sqrt(var + eps)
+    y = torch.nn.functional.layer_norm(xf, (x.shape[1],), weight.float(), bias.float(), eps)
+    return y.to(x.dtype), mean, rstd
+
+
+# --- a 2-D grid kernel: tiled scale-and-shift of a matrix ------------------------------
+
+@triton.jit
+def scale_shift_2d_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_xn, stride_om, stride_on,
+                          scale, shift, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None] * stride_xm + rn[None, :] * stride_xn, mask=mask)
+    y = x * scale + shift
+    tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :] * stride_on, y, mask=mask)
+
+
+def run_scale_shift_2d(x, scale, shift, out=None, BLOCK_M=16, BLOCK_N=32):
+    M, N = x.shape
+    out = torch.empty_like(x) if out is None else out
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    scale_shift_2d_kernel[grid](x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
+                                scale, shift, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    return out
+
+
+def ref_scale_shift_2d(x, scale, shift):
+    return x * scale + shift

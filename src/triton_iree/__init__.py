@@ -1,0 +1,42 @@
+"""triton-iree: run unchanged Triton kernels through IREE.
+
+Installing the package registers a Triton backend (entry point ``triton.backends``, name
+``iree``). Its driver is active by itself where no CUDA/ROCm GPU is usable, so
+``kernel[grid](...)`` on torch CPU tensors runs on IREE's llvm-cpu target. ``activate``
+selects a target explicitly.
+"""
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from .errors import CompileError, InputError, LaunchError, TritonIreeError, UnsupportedError
+
+try:
+    __version__ = _version("triton-iree")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0+src"
+
+TARGETS = ("llvm-cpu", "cuda", "hip", "vulkan")
+
+
+def activate(target: str = "llvm-cpu", arch: str | None = None) -> None:
+    """Makes triton-iree Triton's active driver, compiling for `target` (default llvm-cpu)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime import driver as triton_driver
+
+    from .backend.driver import IreeDriver
+    if target not in TARGETS:
+        raise ValueError(f"unknown target '{target}'; expected one of {', '.join(TARGETS)}")
+    gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if target == "llvm-cpu" else \
+        GPUTarget("iree", f"{target}:{arch}" if arch else target, 32)
+    triton_driver.set_active(IreeDriver(gpu_target))
+
+
+def prepare(text: str) -> str:
+    """triton-shared's linalg + memref output -> a module stock iree-compile accepts."""
+    from .ttshared import prepare as _prepare
+    return _prepare(text)
+
+
+__all__ = ["activate", "prepare", "TritonIreeError", "UnsupportedError", "CompileError",
+           "LaunchError", "InputError", "__version__", "TARGETS"]

@@ -1,0 +1,533 @@
+"""Analyses on the tile program: pointer (affine) analysis, mask analysis, liveness.
+
+They return facts; they never change the program.
+
+- Pointer analysis writes each offset tile as ``offset + sum_d index_d * stride_d`` where
+  `offset` and the strides are polynomials over scalar SSA values (runtime values allowed).
+- Mask analysis writes a mask as a box: per dim, ``lo <= index < hi``, plus scalar predicates.
+- An access whose offsets and mask both have these forms is *structured* (a slice load or
+  store); anything else is a *gather* / *scatter* with a per-element predicate: slower, never
+  wrong.
+- Liveness says which values the emitter must produce: a structured access needs only the
+  scalars its forms mention, not its offset and mask tiles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from . import tile as t
+
+# --- polynomials over scalar atoms ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A scalar the emitter adds to a loop: the offset of a loop-carried pointer tile.
+
+    kind 'arg' is the value inside the body (block argument), 'result' the value after it.
+    """
+    loop: t.For
+    index: int
+    kind: str
+
+    def key(self):
+        return ("c", id(self.loop), self.index, self.kind)
+
+
+Atom = Union[t.Value, Carried]
+
+
+def _atom_key(a: Atom):
+    return ("v", a.id) if isinstance(a, t.Value) else a.key()
+
+
+class Poly:
+    """An integer polynomial: {monomial (sorted atom keys): coefficient}."""
+    __slots__ = ("terms", "atoms")
+
+    def __init__(self, terms=None, atoms=None):
+        self.terms: dict[tuple, int] = {k: c for k, c in (terms or {}).items() if c != 0}
+        self.atoms: dict[tuple, Atom] = atoms or {}
+
+    @staticmethod
+    def const(c: int) -> "Poly":
+        return Poly({(): c})
+
+    @staticmethod
+    def atom(a: Atom) -> "Poly":
+        k = _atom_key(a)
+        return Poly({(k,): 1}, {k: a})
+
+    def _merge_atoms(self, other: "Poly") -> dict:
+        return {**self.atoms, **other.atoms}
+
+    def __add__(self, other: "Poly") -> "Poly":
+        terms = dict(self.terms)
+        for k, c in other.terms.items():
+            terms[k] = terms.get(k, 0) + c
+        return Poly(terms, self._merge_atoms(other))
+
+    def __neg__(self) -> "Poly":
+        return Poly({k: -c for k, c in self.terms.items()}, self.atoms)
+
+    def __sub__(self, other: "Poly") -> "Poly":
+        return self + (-other)
+
+    def __mul__(self, other: "Poly") -> "Poly":
+        terms: dict[tuple, int] = {}
+        for k1, c1 in self.terms.items():
+            for k2, c2 in other.terms.items():
+                k = tuple(sorted(k1 + k2))
+                terms[k] = terms.get(k, 0) + c1 * c2
+        return Poly(terms, self._merge_atoms(other))
+
+    def scale(self, c: int) -> "Poly":
+        return Poly({k: v * c for k, v in self.terms.items()}, self.atoms)
+
+    @property
+    def is_const(self) -> bool:
+        return all(k == () for k in self.terms)
+
+    @property
+    def const_value(self) -> Optional[int]:
+        return self.terms.get((), 0) if self.is_const else None
+
+    def is_zero(self) -> bool:
+        return not self.terms
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Poly) and self.terms == other.terms
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.terms.items(), key=repr)))
+
+    def atom_list(self) -> list[Atom]:
+        return list(self.atoms[k] for k in {k for m in self.terms for k in m})
+
+    def __repr__(self) -> str:
+        if not self.terms:
+            return "0"
+        parts = []
+        for mono, c in sorted(self.terms.items(), key=repr):
+            names = [repr(self.atoms[k]) for k in mono]
+            parts.append("*".join(([str(c)] if c != 1 or not names else []) + names))
+        return " + ".join(parts)
+
+
+ZERO = Poly()
+
+
+@dataclass(frozen=True)
+class Affine:
+    """offset + sum_d index_d * strides[d] over a tile (strides of size-1 dims are 0)."""
+    offset: Poly
+    strides: tuple[Poly, ...]
+
+    @property
+    def uniform(self) -> bool:
+        return all(s.is_zero() for s in self.strides)
+
+    def __add__(self, o: "Affine") -> "Affine":
+        return Affine(self.offset + o.offset, tuple(a + b for a, b in zip(self.strides, o.strides)))
+
+    def __neg__(self) -> "Affine":
+        return Affine(-self.offset, tuple(-s for s in self.strides))
+
+    def __sub__(self, o: "Affine") -> "Affine":
+        return self + (-o)
+
+    def scale(self, p: Poly) -> "Affine":
+        return Affine(self.offset * p, tuple(s * p for s in self.strides))
+
+
+# --- masks ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cond:
+    """A scalar condition: `poly < 0` ('lt0') or a scalar i1 value ('val')."""
+    kind: str
+    poly: Optional[Poly] = None
+    value: Optional[t.Value] = None
+
+
+@dataclass(frozen=True)
+class Box:
+    """Valid region per dim: max(lo) <= index < min(hi) (empty lists: unbounded), and all conds."""
+    lo: tuple[tuple[Poly, ...], ...]
+    hi: tuple[tuple[Poly, ...], ...]
+    conds: tuple[Cond, ...] = ()
+
+    @staticmethod
+    def full(rank: int) -> "Box":
+        return Box(((),) * rank, ((),) * rank)
+
+    def __and__(self, o: "Box") -> "Box":
+        return Box(tuple(a + b for a, b in zip(self.lo, o.lo)),
+                   tuple(a + b for a, b in zip(self.hi, o.hi)), self.conds + o.conds)
+
+    @property
+    def trivially_full(self) -> bool:
+        return not self.conds and all(not x for x in self.lo) and all(not x for x in self.hi)
+
+    def polys(self) -> list[Poly]:
+        out = [p for dim in self.lo + self.hi for p in dim]
+        out += [c.poly for c in self.conds if c.poly is not None]
+        return out
+
+
+# --- accesses ---------------------------------------------------------------------------
+
+
+@dataclass
+class StructuredAccess:
+    """A slice: `offset + sum_d i_d * strides[d]`, valid where `box` holds (None: no mask)."""
+    form: Affine
+    box: Optional[Box]
+    other: Optional[t.Value]   # scalar fill value for masked-off elements (loads only)
+
+    def polys(self) -> list[Poly]:
+        return [self.form.offset, *self.form.strides] + (self.box.polys() if self.box else [])
+
+
+@dataclass
+class GatherAccess:
+    """Per-element offsets and mask: a gather (load) or a scatter (store)."""
+    reason: str
+
+
+Access = Union[StructuredAccess, GatherAccess]
+
+
+@dataclass
+class LoopOffset:
+    """A pointer tile carried by a loop, as a scalar offset: init, and the step per iteration."""
+    init: Poly
+    step: Poly
+
+
+@dataclass
+class Facts:
+    accesses: dict[int, Access] = field(default_factory=dict)        # id(op) -> access
+    loop_offsets: dict[tuple[int, int], LoopOffset] = field(default_factory=dict)  # (id(for), j)
+    live: set[int] = field(default_factory=set)                      # value ids
+    live_ops: set[int] = field(default_factory=set)                  # id(op) of For/If to emit
+    carried_used: set[tuple[int, int]] = field(default_factory=set)  # loop offsets to emit
+
+    def access(self, op: t.Op) -> Access:
+        return self.accesses[id(op)]
+
+
+class _Analyzer:
+    def __init__(self, kernel: t.Kernel):
+        self.kernel = kernel
+        self.facts = Facts()
+        self._affine: dict[int, Optional[Affine]] = {}
+        self._uses = t.uses(kernel)
+        self._block_arg_of: dict[int, tuple[t.For, int]] = {}
+        self._result_of_loop: dict[int, tuple[t.For, int]] = {}
+        for op in kernel.walk():
+            if isinstance(op, t.For):
+                for j, a in enumerate(op.iter_args):
+                    self._block_arg_of[a.id] = (op, j)
+                for j, r in enumerate(op.results):
+                    self._result_of_loop[r.id] = (op, j)
+
+    # -- scalar polynomials --------------------------------------------------------------
+    def poly(self, v: t.Value) -> Poly:
+        """`v` (an integer scalar) as a polynomial, seeing through integer arithmetic."""
+        op = v.owner
+        if isinstance(op, t.Constant) and not v.is_tile:
+            return Poly.const(int(op.value))
+        if isinstance(op, t.Elementwise) and not v.is_tile:
+            a = op.args
+            if op.opname == "arith.addi":
+                return self.poly(a[0]) + self.poly(a[1])
+            if op.opname == "arith.subi":
+                return self.poly(a[0]) - self.poly(a[1])
+            if op.opname == "arith.muli":
+                return self.poly(a[0]) * self.poly(a[1])
+            if op.opname in ("arith.extsi", "arith.trunci"):
+                return self.poly(a[0])
+        return Poly.atom(v)
+
+    # -- affine forms of integer tiles ---------------------------------------------------
+    def affine(self, v: t.Value) -> Optional[Affine]:
+        if v.id in self._affine:
+            return self._affine[v.id]
+        self._affine[v.id] = None  # cycles through loops resolve to "unknown"
+        res = self._affine_uncached(v)
+        if res is not None:
+            res = Affine(res.offset, tuple(ZERO if n == 1 else s for s, n in zip(res.strides, v.shape)))
+        self._affine[v.id] = res
+        return res
+
+    def _affine_uncached(self, v: t.Value) -> Optional[Affine]:
+        rank = len(v.shape)
+        if not v.is_tile:
+            return Affine(self.poly(v), ())
+        if v.dtype not in ("i32", "i64"):
+            return None
+        op = v.owner
+        if isinstance(op, t.Constant):
+            return Affine(Poly.const(int(op.value)), (ZERO,) * rank)
+        if isinstance(op, t.MakeRange):
+            return Affine(Poly.const(op.start), (Poly.const(1),))
+        if isinstance(op, t.Splat):
+            return Affine(self.poly(op.src), (ZERO,) * rank)
+        if isinstance(op, t.Broadcast):
+            f = self.affine(op.src)
+            return None if f is None else Affine(f.offset, f.strides)
+        if isinstance(op, t.ExpandDims):
+            f = self.affine(op.src)
+            if f is None:
+                return None
+            s = list(f.strides)
+            s.insert(op.axis, ZERO)
+            return Affine(f.offset, tuple(s))
+        if isinstance(op, t.Trans):
+            f = self.affine(op.src)
+            return None if f is None else Affine(f.offset, tuple(f.strides[i] for i in op.order))
+        if isinstance(op, t.Elementwise):
+            a = op.args
+            if op.opname in ("arith.extsi", "arith.trunci"):
+                return self.affine(a[0])
+            if op.opname in ("arith.addi", "arith.subi"):
+                fa, fb = self.affine(a[0]), self.affine(a[1])
+                if fa is None or fb is None:
+                    return None
+                return fa + fb if op.opname == "arith.addi" else fa - fb
+            if op.opname == "arith.muli":
+                fa, fb = self.affine(a[0]), self.affine(a[1])
+                if fa is None or fb is None:
+                    return None
+                if fb.uniform:
+                    return fa.scale(fb.offset)
+                if fa.uniform:
+                    return fb.scale(fa.offset)
+                return None
+            return None
+        if v.id in self._block_arg_of:
+            return self._loop_carried(*self._block_arg_of[v.id], kind="arg")
+        if v.id in self._result_of_loop:
+            return self._loop_carried(*self._result_of_loop[v.id], kind="result")
+        return None
+
+    def _loop_carried(self, loop: t.For, j: int, kind: str) -> Optional[Affine]:
+        """A tile carried by `loop` as ``arg + uniform step``: its offset becomes a scalar."""
+        init = self.affine(loop.inits[j])
+        if init is None:
+            return None
+        arg, y = loop.iter_args[j], loop.body.yields[j]
+        step = self._step(arg, y)
+        if step is None:
+            return None
+        self.facts.loop_offsets[(id(loop), j)] = LoopOffset(init.offset, step)
+        return Affine(Poly.atom(Carried(loop, j, kind)), init.strides)
+
+    def _step(self, arg: t.Value, y: t.Value) -> Optional[Poly]:
+        if y is arg:
+            return ZERO
+        op = y.owner
+        if isinstance(op, t.Elementwise) and op.opname == "arith.addi":
+            for mine, other in ((op.args[0], op.args[1]), (op.args[1], op.args[0])):
+                if mine is arg:
+                    f = self.affine(other)
+                    if f is not None and f.uniform:
+                        return f.offset
+        return None
+
+    # -- masks ---------------------------------------------------------------------------
+    def box(self, m: t.Value) -> Optional[Box]:
+        rank = len(m.shape)
+        op = m.owner
+        if not m.is_tile:
+            return Box((), (), (Cond("val", value=m),))
+        if isinstance(op, t.Constant):
+            if op.value:
+                return Box.full(rank)
+            return Box(((),) * rank, ((),) * rank, (Cond("lt0", poly=Poly.const(0)),))
+        if isinstance(op, t.Splat):
+            return Box(((),) * rank, ((),) * rank, (Cond("val", value=op.src),))
+        if isinstance(op, t.ExpandDims):
+            b = self.box(op.src)
+            if b is None:
+                return None
+            lo, hi = list(b.lo), list(b.hi)
+            lo.insert(op.axis, ())
+            hi.insert(op.axis, ())
+            return Box(tuple(lo), tuple(hi), b.conds)
+        if isinstance(op, t.Broadcast):
+            b = self.box(op.src)
+            if b is None:
+                return None
+            lo, hi, conds = list(b.lo), list(b.hi), list(b.conds)
+            for d, (n_in, n_out) in enumerate(zip(op.src.shape, m.shape)):
+                if n_in == 1 and n_out != 1:
+                    # A bound on a size-1 dim is a condition at index 0 for the whole tile.
+                    conds += [Cond("lt0", poly=p - Poly.const(1)) for p in lo[d]]  # lo <= 0
+                    conds += [Cond("lt0", poly=-p) for p in hi[d]]                 # 0 < hi
+                    lo[d], hi[d] = (), ()
+            return Box(tuple(lo), tuple(hi), tuple(conds))
+        if isinstance(op, t.Elementwise):
+            if op.opname == "arith.andi":
+                a, b = self.box(op.args[0]), self.box(op.args[1])
+                return None if a is None or b is None else a & b
+            if op.opname == "arith.cmpi":
+                return self._cmp_box(op, rank)
+        return None
+
+    def _cmp_box(self, op: t.Elementwise, rank: int) -> Optional[Box]:
+        pred = op.attrs["predicate"]
+        if pred not in ("slt", "sle", "sgt", "sge"):
+            return None
+        fa, fb = self.affine(op.args[0]), self.affine(op.args[1])
+        if fa is None or fb is None:
+            return None
+        d = fa - fb  # condition: d.offset + sum i*stride  (pred)  0
+        # Normalize to "expr < 0": slt: e<0; sle: e-1<0; sgt: -e<0; sge: -e-1<0.
+        if pred in ("sgt", "sge"):
+            d = -d
+        if pred in ("sle", "sge"):
+            d = Affine(d.offset - Poly.const(1), d.strides)
+        nonzero = [i for i, s in enumerate(d.strides) if not s.is_zero()]
+        empty = ((),) * rank
+        if not nonzero:
+            return Box(empty, empty, (Cond("lt0", poly=d.offset),))
+        if len(nonzero) != 1:
+            return None
+        dim = nonzero[0]
+        c = d.strides[dim].const_value
+        lo, hi = list(empty), list(empty)
+        if c == 1:        # o + i < 0  <=>  i < -o
+            hi[dim] = (-d.offset,)
+        elif c == -1:     # o - i < 0  <=>  i > o  <=>  i >= o + 1
+            lo[dim] = (d.offset + Poly.const(1),)
+        else:
+            return None
+        return Box(tuple(lo), tuple(hi))
+
+    # -- accesses ------------------------------------------------------------------------
+    def classify(self, op: t.Load | t.Store) -> Access:
+        form = self.affine(op.offsets)
+        if form is None:
+            return GatherAccess("offsets are not affine in the tile indices")
+        box = None
+        if op.mask is not None:
+            box = self.box(op.mask)
+            if box is None:
+                return GatherAccess("mask is not a bounds check")
+        other = None
+        if isinstance(op, t.Load) and op.other is not None:
+            other = uniform_scalar(op.other)
+            if other is None:
+                return GatherAccess("'other' is not uniform")
+        return StructuredAccess(form, box, other)
+
+    # -- liveness ------------------------------------------------------------------------
+    def liveness(self) -> None:
+        live, live_ops = self.facts.live, self.facts.live_ops
+        work: list[t.Value] = []
+
+        def mark(v: t.Value) -> None:
+            if v.id not in live:
+                live.add(v.id)
+                work.append(v)
+
+        def mark_poly(p: Poly) -> None:
+            for a in p.atom_list():
+                if isinstance(a, t.Value):
+                    mark(a)
+                elif (id(a.loop), a.index) not in self.facts.carried_used:
+                    self.facts.carried_used.add((id(a.loop), a.index))
+                    mark_op(a.loop)
+                    lo = self.facts.loop_offsets[(id(a.loop), a.index)]
+                    mark_poly(lo.init)
+                    mark_poly(lo.step)
+
+        def mark_access(op: t.Load | t.Store) -> None:
+            acc = self.facts.access(op)
+            if isinstance(acc, StructuredAccess):
+                for p in acc.polys():
+                    mark_poly(p)
+                for c in (acc.box.conds if acc.box else ()):
+                    if c.value is not None:
+                        mark(c.value)
+                if acc.other is not None:
+                    mark(acc.other)
+            else:
+                mark(op.offsets)
+                if op.mask is not None:
+                    mark(op.mask)
+                if isinstance(op, t.Load) and op.other is not None:
+                    mark(op.other)
+
+        parents: dict[int, Optional[t.Op]] = {}
+
+        def index_parents(b: t.Block, parent: Optional[t.Op]) -> None:
+            for op in b.ops:
+                parents[id(op)] = parent
+                for r in op.regions():
+                    index_parents(r, op)
+
+        index_parents(self.kernel.body, None)
+
+        def mark_op(op: t.Op) -> None:
+            # Emitting an op inside a region requires emitting the region's owner.
+            while op is not None and id(op) not in live_ops:
+                live_ops.add(id(op))
+                if isinstance(op, t.For):
+                    mark(op.lb), mark(op.ub), mark(op.step)
+                elif isinstance(op, t.If):
+                    mark(op.cond)
+                op = parents[id(op)]
+
+        for op in self.kernel.walk():
+            if isinstance(op, t.Store):
+                mark_op(op)
+                mark(op.value)
+                mark_access(op)
+
+        while work:
+            v = work.pop()
+            owner = v.owner
+            if isinstance(owner, t.Op):
+                mark_op(owner)
+                if isinstance(owner, t.Load):
+                    mark_access(owner)
+                elif isinstance(owner, t.For):
+                    j = owner.results.index(v)
+                    mark(owner.inits[j]), mark(owner.body.yields[j]), mark(owner.iter_args[j])
+                elif isinstance(owner, t.If):
+                    j = owner.results.index(v)
+                    mark(owner.then.yields[j]), mark(owner.otherwise.yields[j])
+                else:
+                    for o in owner.operands():
+                        mark(o)
+            elif v.id in self._block_arg_of:
+                loop, j = self._block_arg_of[v.id]
+                mark_op(loop)
+                mark(loop.inits[j]), mark(loop.body.yields[j])
+
+
+def uniform_scalar(v: t.Value) -> Optional[t.Value]:
+    """The scalar every element of tile `v` equals, when that is evident (splat / constant)."""
+    op = v.owner
+    if not v.is_tile:
+        return v
+    if isinstance(op, t.Splat):
+        return op.src
+    if isinstance(op, (t.Constant, t.Broadcast)):
+        return v if isinstance(op, t.Constant) else uniform_scalar(op.src)
+    return None
+
+
+def analyze(kernel: t.Kernel) -> Facts:
+    """Pointer, mask and liveness facts for `kernel`."""
+    a = _Analyzer(kernel)
+    for op in kernel.walk():
+        if isinstance(op, (t.Load, t.Store)):
+            a.facts.accesses[id(op)] = a.classify(op)
+    a.liveness()
+    return a.facts

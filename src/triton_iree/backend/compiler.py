@@ -1,0 +1,107 @@
+"""The backend's compilation pipeline, as Triton stages: ttir -> iree (MLIR) -> vmfb."""
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Dict, Tuple
+
+from triton.backends.compiler import BaseBackend, GPUTarget, Language
+
+from .. import compile as iree_compile
+from .. import frontend, reader
+from ..emit import lower
+
+
+def target_of(gpu_target: GPUTarget) -> iree_compile.Target:
+    """The IREE target a Triton GPUTarget names: 'cpu' is llvm-cpu; 'iree' carries its own."""
+    if gpu_target.backend == "cpu":
+        return iree_compile.make_target("llvm-cpu")
+    name, _, arch = str(gpu_target.arch).partition(":")
+    return iree_compile.make_target(name, arch=arch or None)
+
+
+@dataclass(frozen=True)
+class IreeOptions:
+    num_warps: int = 4          # accepted; IREE chooses its own parallelism
+    num_ctas: int = 1
+    num_stages: int = 1         # accepted and ignored on CPU
+    warp_size: int = 1
+    debug: bool = False
+    sanitize_overflow: bool = False
+    arch: str = "llvm-cpu"
+    backend_name: str = "iree"
+    enable_fp_fusion: bool = True
+    extern_libs: Any = None
+    supported_fp8_dtypes: Tuple[str, ...] = ("fp8e5", "fp8e4nv")
+    deprecated_fp8_dot_operand_dtypes: Tuple[str, ...] = ()
+    default_dot_input_precision: str = "ieee"
+    allowed_dot_input_precisions: Tuple[str, ...] = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
+    max_num_imprecise_acc_default: int = 0
+    instrumentation_mode: str = ""
+    launch_cooperative_grid: bool = False
+    launch_pdl: bool = False
+
+    def hash(self) -> str:
+        key = "_".join(f"{k}-{v}" for k, v in sorted(self.__dict__.items()))
+        return hashlib.sha256(key.encode()).hexdigest()
+
+
+class IreeBackend(BaseBackend):
+    binary_ext = "vmfb"
+
+    @staticmethod
+    def supports_target(target: GPUTarget) -> bool:
+        return target.backend in ("cpu", "iree")
+
+    def __init__(self, target: GPUTarget) -> None:
+        super().__init__(target)
+        self.iree_target = target_of(target)
+
+    @functools.lru_cache()
+    def hash(self) -> str:
+        t = self.iree_target
+        cpu = iree_compile.host_cpu_id() if t.is_cpu else ""
+        return f"iree-{iree_compile.iree_version()}-{t.name}-{'-'.join(t.flags)}-{cpu}"
+
+    def parse_options(self, opts: dict) -> IreeOptions:
+        fields = IreeOptions.__dataclass_fields__
+        args = {k: v for k, v in opts.items() if k in fields and v is not None}
+        args["arch"] = self.iree_target.name
+        if "supported_fp8_dtypes" in args:
+            args["supported_fp8_dtypes"] = tuple(sorted(args["supported_fp8_dtypes"]))
+        if "allowed_dot_input_precisions" in args:
+            args["allowed_dot_input_precisions"] = tuple(args["allowed_dot_input_precisions"])
+        return IreeOptions(**args)
+
+    def pack_metadata(self, metadata):
+        return (metadata.num_warps, metadata.num_ctas, metadata.shared)
+
+    def get_codegen_implementation(self, options) -> dict:
+        # Any dot shape is fine: IREE lowers linalg.matmul of any static size.
+        return {"min_dot_size": lambda lhs_type, rhs_type: (1, 1, 1)}
+
+    def get_module_map(self) -> Dict[str, Any]:
+        return {}
+
+    def load_dialects(self, context) -> None:
+        return None
+
+    def add_stages(self, stages: dict, options: IreeOptions, language=Language.TRITON) -> None:
+        if language != Language.TRITON:
+            raise NotImplementedError("triton-iree runs Triton kernels; Gluon is not supported")
+        stages["ttir"] = lambda src, metadata: frontend.make_ttir(src, metadata, options)
+        stages["iree"] = lambda src, metadata: self._lower(src, metadata)
+        stages["vmfb"] = lambda src, metadata: self._compile(src, metadata)
+
+    @staticmethod
+    def _lower(mod, metadata: dict) -> str:
+        text = frontend.generic_text(mod)
+        kernel = reader.read_ttir(text)
+        metadata["name"] = kernel.name
+        metadata["shared"] = 0
+        iree_compile.dump(kernel.name, f"{kernel.name}.ttir", text)
+        return lower(kernel)
+
+    def _compile(self, module_text: str, metadata: dict) -> bytes:
+        return iree_compile.compile_module(module_text, self.iree_target, name=metadata["name"])

@@ -1,0 +1,148 @@
+"""Compile: the IREE input module to a .vmfb, through `iree.compiler`, with an on-disk cache.
+
+The exact iree-compile command line is always reconstructible (`command_line`) and is part
+of every CompileError, so a failure can be reproduced outside Python.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .errors import CompileError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Target:
+    """An IREE compilation target and the runtime driver that runs it."""
+    name: str            # llvm-cpu | cuda | hip | vulkan
+    backend: str         # iree-compile's --iree-hal-target-backends value
+    driver: str          # IREE runtime driver
+    flags: tuple[str, ...]
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.name == "llvm-cpu"
+
+
+def make_target(name: str = "llvm-cpu", *, cpu: str = "host", arch: Optional[str] = None) -> Target:
+    if name in ("llvm-cpu", "cpu"):
+        return Target("llvm-cpu", "llvm-cpu", "local-task", (
+            f"--iree-llvmcpu-target-cpu={cpu}",
+            # One Triton program = one workgroup: IREE must not tile and distribute again.
+            "--iree-llvmcpu-disable-distribution",
+            # Triton tiles are large (a 64x64 f32 tile is 16 KiB); allow them on the stack.
+            "--iree-llvmcpu-stack-allocation-limit=1048576"))
+    if name == "cuda":
+        return Target("cuda", "cuda", "cuda", (f"--iree-cuda-target={arch or 'sm_80'}",))
+    if name in ("hip", "rocm"):
+        return Target("hip", "rocm", "hip", (f"--iree-rocm-target={arch or 'gfx942'}",))
+    if name == "vulkan":
+        return Target("vulkan", "vulkan-spirv", "vulkan", (f"--iree-vulkan-target={arch or 'ampere'}",))
+    raise ValueError(f"unknown target '{name}' (expected llvm-cpu, cuda, hip or vulkan)")
+
+
+def iree_version() -> str:
+    from importlib.metadata import version
+    return version("iree-base-compiler")
+
+
+def flags(target: Target, extra: tuple[str, ...] = ()) -> list[str]:
+    """Every iree-compile flag for `target` (besides the input and -o)."""
+    return [f"--iree-hal-target-backends={target.backend}", *target.flags, *extra]
+
+
+def command_line(target: Target, input_path: str = "input.mlir", output_path: str = "out.vmfb",
+                 extra: tuple[str, ...] = ()) -> list[str]:
+    return ["iree-compile", input_path, *flags(target, extra), "-o", output_path]
+
+
+def host_cpu_id() -> str:
+    """Identifies this CPU for cache keys: modules built with --iree-llvmcpu-target-cpu=host
+    only run on CPUs with the same features."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+        flags = next((ln for ln in info.splitlines() if ln.startswith(("flags", "Features"))), "")
+        model = next((ln for ln in info.splitlines() if ln.startswith("model name")), "")
+        return hashlib.sha256((model + flags).encode()).hexdigest()[:16]
+    except OSError:
+        import platform
+        return platform.machine()
+
+
+def cache_key(module_text: str, target: Target, extra: tuple[str, ...] = ()) -> str:
+    h = hashlib.sha256()
+    for part in (module_text, target.name, *target.flags, *extra, iree_version(),
+                 host_cpu_id() if target.is_cpu else ""):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def compile_module(module_text: str, target: Target, *, name: str = "kernel",
+                   extra: tuple[str, ...] = (), use_cache: bool = True) -> bytes:
+    """Compiles an IREE input module to a vmfb, using the on-disk cache when it can.
+
+    The cache lives in Triton's cache directory (TRITON_CACHE_DIR), keyed by the module text,
+    target, flags, IREE version and (for llvm-cpu) the host CPU.
+    """
+    from triton.runtime.cache import get_cache_manager
+    dump(name, f"{name}.iree.mlir", module_text)
+    dump(name, "iree-compile.sh", " ".join(shlex.quote(c) for c in command_line(
+        target, f"{name}.iree.mlir", f"{name}.vmfb", extra)) + "\n")
+    key = cache_key(module_text, target, extra)
+    cache = get_cache_manager(key) if use_cache else None
+    fname = f"{name}.vmfb"
+    if cache is not None:
+        path = cache.get_file(fname)
+        if path is not None:
+            log.debug("iree cache hit for %s: %s", name, path)
+            return Path(path).read_bytes()
+    vmfb = _run_iree_compile(module_text, target, name, extra)
+    if cache is not None:
+        cache.put(vmfb, fname, binary=True)
+    return vmfb
+
+
+COMPILE_STATS = {"compiles": 0, "seconds": 0.0}
+
+
+def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[str, ...]) -> bytes:
+    from iree.compiler import tools
+    t0 = time.perf_counter()
+    try:
+        vmfb = tools.compile_str(module_text, target_backends=[target.backend],
+                                 extra_args=[*target.flags, *extra])
+    except tools.CompilerToolError as e:
+        shown = " ".join(shlex.quote(c) for c in command_line(target, f"{name}.mlir", f"{name}.vmfb", extra))
+        diag = str(e).split("Diagnostics:", 1)[-1].split("Invoked with:", 1)[0].strip()
+        raise CompileError(f"iree-compile failed:\n  $ {shown}\n{_trim(diag)}", kernel=name) from None
+    finally:
+        COMPILE_STATS["compiles"] += 1
+        COMPILE_STATS["seconds"] += time.perf_counter() - t0
+    return vmfb
+
+
+def _trim(text: str, limit: int = 4000) -> str:
+    return text if len(text) <= limit else text[:limit] + "\n  ... (truncated)"
+
+
+def dump(name: str, filename: str, text: str | bytes) -> None:
+    """Writes one pipeline stage to $TRITON_IREE_DUMP_DIR/<name>/ when that is set."""
+    root = os.environ.get("TRITON_IREE_DUMP_DIR")
+    if not root:
+        return
+    d = Path(root) / name
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / filename
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        p.write_text(text)

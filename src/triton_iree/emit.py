@@ -1,0 +1,1273 @@
+"""Emit: the tile program as an IREE input module (MLIR text).
+
+The module has one public function, named after the kernel. Its ABI:
+
+- each buffer as a flat ``tensor<?xT>`` (the whole buffer), in parameter order;
+- each scalar parameter as its own type;
+- the grid as three ``i32`` (gx, gy, gz).
+
+It returns every buffer the kernel stores to, tied to its argument (``iree.abi.output``), so
+callers that pass device buffers get in-place writes.
+
+The body is one ``flow.dispatch.workgroups[gx, gy, gz]``: one Triton program instance per
+IREE workgroup, ``tl.program_id`` = ``flow.dispatch.workgroup.id``. Inside it:
+
+- structured loads and stores are ``iree_tensor_ext.dispatch.tensor.load/store`` of slices
+  (a row loop for 2-D and higher tiles), with a static full-tile path beside the masked one;
+- gathers are ``tensor.extract`` inside ``linalg.generic``; scatters a per-element loop;
+- elementwise expressions fuse into one ``linalg.generic`` (broadcasts become indexing
+  maps); reductions are reduction generics; ``tl.dot`` is ``linalg.matmul``.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import tile as t
+from .analysis import (Affine, Box, Carried, Cond, Facts, GatherAccess, Poly, StructuredAccess,
+                       uniform_scalar)
+from .errors import UnsupportedError
+
+_INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi",
+             "arith.floordivsi"}
+_CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.extf", "arith.truncf",
+          "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
+
+
+def _float_literal(x: float, dtype: str) -> str:
+    if math.isnan(x) or math.isinf(x):
+        if dtype == "f64":
+            return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
+        bits = struct.unpack("<I", struct.pack("<f", x))[0]
+        if dtype == "f32":
+            return "0x%08X" % bits
+        if dtype == "bf16":
+            return "0x%04X" % (bits >> 16)
+        if dtype == "f16":
+            return {"inf": "0x7C00", "-inf": "0xFC00"}.get(repr(x), "0x7E00")
+        raise UnsupportedError(f"non-finite constant of type {dtype}")
+    return repr(float(x))
+
+
+def literal(value, dtype: str) -> str:
+    if dtype == "i1":
+        return "true" if value else "false"
+    if t.is_float(dtype):
+        return _float_literal(float(value), dtype)
+    return str(int(value))
+
+
+def _combiner_identity(block: t.Block) -> Optional[tuple[str, object]]:
+    """(opname, identity) when the combiner is a single op on (lhs, rhs) with a known identity."""
+    if len(block.args) != 2 or len(block.ops) != 1 or len(block.yields) != 1:
+        return None
+    op = block.ops[0]
+    if not isinstance(op, t.Elementwise) or block.yields[0] is not op.result:
+        return None
+    if set(map(id, op.args)) != set(map(id, block.args)) or len(op.args) != 2:
+        return None
+    dtype = op.result.dtype
+    bits = t.bitwidth(dtype)
+    identities = {
+        "arith.addf": -0.0, "arith.mulf": 1.0, "arith.maximumf": -math.inf,
+        "arith.minimumf": math.inf, "arith.maxnumf": math.nan, "arith.minnumf": math.nan,
+        "arith.addi": 0, "arith.muli": 1, "arith.ori": 0, "arith.xori": 0, "arith.andi": -1,
+        "arith.maxsi": -(1 << (bits - 1)), "arith.minsi": (1 << (bits - 1)) - 1,
+        "arith.maxui": 0, "arith.minui": -1,
+    }
+    if op.opname not in identities:
+        return None
+    ident = identities[op.opname]
+    if dtype == "i1" and isinstance(ident, int):
+        ident = bool(ident & 1)
+    return op.opname, ident
+
+
+@dataclass
+class _Tensor:
+    """A materialized tile: an SSA tensor over some of the value's dims (the others are size 1
+    or broadcast, and are implied)."""
+    name: str
+    dims: tuple[int, ...]
+    type: str
+
+
+@dataclass
+class _Body:
+    """A linalg region under construction: ops are buffered until the inputs are known."""
+    nloops: int
+    lines: list[str] = field(default_factory=list)
+    ins: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # name, type, map, arg, elt
+    memo: dict = field(default_factory=dict)
+
+
+class Emitter:
+    def __init__(self, kernel: t.Kernel, facts: Facts):
+        self.k = kernel
+        self.facts = facts
+        self.lines: list[str] = []
+        self.indent = 0
+        self.counter = 0
+        self.scopes: list[dict] = [{}]
+        self.written = kernel.stored_buffers()
+        self.written_ids = {id(p) for p in self.written}
+        self.binding: dict[int, str] = {}
+        self.buf_len: dict[int, str] = {}
+        self.full_buffer: dict[int, str] = {}
+        self._use_counts = self._count_uses()
+        self.assume_full: set[int] = set()
+        self._top_ops: set = set()
+
+    # -- text helpers -------------------------------------------------------------------
+    def fresh(self, hint: str = "v") -> str:
+        self.counter += 1
+        return f"%{hint}{self.counter}"
+
+    def w(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
+
+    def lookup(self, key):
+        for s in reversed(self.scopes):
+            if key in s:
+                return s[key]
+        return None
+
+    def bind(self, key, val) -> None:
+        self.scopes[-1][key] = val
+
+    def err(self, msg: str, op: t.Op | None = None) -> UnsupportedError:
+        return UnsupportedError(msg, kernel=self.k.name, loc=getattr(op, "loc", "") or None)
+
+    def const(self, value, dtype: str) -> str:
+        key = ("const", dtype, repr(value))
+        name = self.lookup(key)
+        if name is None:
+            name = self.fresh("c")
+            self.w(f"{name} = arith.constant {literal(value, dtype)} : {dtype}")
+            self.bind(key, name)
+        return name
+
+    def idx(self, n: int) -> str:
+        return self.const(n, "index")
+
+    def buf_type(self, p: t.Param) -> str:
+        mode = "readwrite" if id(p) in self.written_ids else "readonly"
+        return f"!iree_tensor_ext.dispatch.tensor<{mode}:tensor<?x{p.dtype}>>{{{self.buf_len[id(p)]}}}"
+
+    # -- module -------------------------------------------------------------------------
+    def module(self) -> str:
+        k = self.k
+        args, host_operands, host_types, region_args = [], [], [], []
+        out_index = {id(p): i for i, p in enumerate(self.written)}
+        for p in k.params:
+            if p.is_buffer:
+                attr = f" {{iree.abi.output = {out_index[id(p)]} : index}}" if id(p) in out_index else ""
+                args.append(f"%{p.name}_{p.index}: tensor<?x{p.dtype}>{attr}")
+            else:
+                args.append(f"%{p.name}_{p.index}: {p.dtype}")
+        args += ["%grid_x: i32", "%grid_y: i32", "%grid_z: i32"]
+        results = [f"tensor<?x{p.dtype}>" for p in self.written]
+        self.w(f"func.func @{k.name}({', '.join(args)}) -> ({', '.join(results)}) {{")
+        self.indent += 1
+        c0 = self.fresh("c")
+        self.w(f"{c0} = arith.constant 0 : index")
+        dims = {}
+        for p in k.buffers:
+            d = self.fresh("len")
+            self.w(f"{d} = tensor.dim %{p.name}_{p.index}, {c0} : tensor<?x{p.dtype}>")
+            dims[id(p)] = d
+        wl = []
+        for axis in "xyz":
+            g = self.fresh("wg")
+            self.w(f"{g} = arith.index_castui %grid_{axis} : i32 to index")
+            wl.append(g)
+        for p in k.params:
+            host_operands.append(f"%{p.name}_{p.index}")
+            if p.is_buffer:
+                host_types.append(f"tensor<?x{p.dtype}>{{{dims[id(p)]}}}")
+                mode = "readwrite" if id(p) in self.written_ids else "readonly"
+                region_args.append(f"%b{p.index}: !iree_tensor_ext.dispatch.tensor<{mode}:tensor<?x{p.dtype}>>")
+                self.binding[id(p)] = f"%b{p.index}"
+            else:
+                host_types.append(p.dtype)
+                region_args.append(f"%s{p.index}: {p.dtype}")
+        for axis in "xyz":
+            host_operands.append(f"%grid_{axis}")
+            host_types.append("i32")
+            region_args.append(f"%n{axis}: i32")
+        for p in k.buffers:
+            host_operands.append(dims[id(p)])
+            host_types.append("index")
+            region_args.append(f"%l{p.index}: index")
+            self.buf_len[id(p)] = f"%l{p.index}"
+        tied = [f"%{p.name}_{p.index}{{{dims[id(p)]}}}" for p in self.written]
+        res = self.fresh("r") if self.written else None
+        lhs = f"{res}:{len(self.written)} = " if len(self.written) > 1 else (f"{res} = " if res else "")
+        self.w(f"{lhs}flow.dispatch.workgroups[{', '.join(wl)}]({', '.join(host_operands)}) : "
+               f"({', '.join(host_types)}) -> ({', '.join(tied)}) =")
+        self.w(f"    ({', '.join(region_args)}) {{")
+        self.indent += 2
+        self._dispatch_body()
+        self.w("flow.return")
+        self.indent -= 2
+        self.w("} count(%cx: index, %cy: index, %cz: index) -> (index, index, index) {")
+        self.w("  flow.return %cx, %cy, %cz : index, index, index")
+        self.w("}")
+        if len(self.written) > 1:
+            rets = ", ".join(f"{res}#{i}" for i in range(len(self.written)))
+        else:
+            rets = res or ""
+        self.w(f"return {rets} : {', '.join(results)}" if self.written else "return")
+        self.indent -= 1
+        self.w("}")
+        return "\n".join(self.lines) + "\n"
+
+    def _dispatch_body(self) -> None:
+        for p in self.k.scalars:
+            self.bind(("s", p.value.id), f"%s{p.index}")
+        gathered = {id(op.buffer): op.buffer for op in self.k.walk()
+                    if isinstance(op, t.Load) and isinstance(self.facts.access(op), GatherAccess)}
+        for p in gathered.values():
+            if id(p) not in self.written_ids:
+                self.full_buffer[id(p)] = self._full_buffer(p)
+        versioned = self._versioned_accesses()
+        if not versioned:
+            self._block(self.k.body)
+            return
+        # Full-tile version: when every top-level masked access is wholly in bounds, run a copy
+        # of the body with static, unmasked slices; otherwise the masked one. Masked vector
+        # loads and stores are several times slower on some CPUs.
+        for op in self.k.body.ops:
+            if op.results and not op.results[0].is_tile and self._hoistable(op) and self._needed(op):
+                self._op(op)
+        conds = []
+        for op in versioned:
+            shape = op.result.shape if isinstance(op, t.Load) else op.value.shape
+            conds += self._box_full(self.facts.access(op).box, shape)
+        self.w(f"scf.if {self._and(conds)} {{")
+        for branch in (True, False):
+            if not branch:
+                self.w("} else {")
+            self.indent += 1
+            self.scopes.append({})
+            self.assume_full = {id(op) for op in versioned} if branch else set()
+            self._block(self.k.body)
+            self.scopes.pop()
+            self.indent -= 1
+        self.assume_full = set()
+        self.w("}")
+
+    def _hoistable(self, op: t.Op) -> bool:
+        """A pure scalar op of the top-level block whose operands are also hoistable."""
+        if isinstance(op, (t.Constant, t.ProgramId, t.NumPrograms)):
+            return True
+        if not isinstance(op, t.Elementwise) or op.result.is_tile:
+            return False
+        for a in op.args:
+            if isinstance(a.owner, t.Op):
+                if not self._hoistable(a.owner) or a.owner not in self._top_ops:
+                    return False
+            elif a.owner is not None:   # a block argument
+                return False
+        return True
+
+    def _versioned_accesses(self) -> list[t.Op]:
+        self._top_ops = set(self.k.body.ops)
+        out = []
+        for op in self.k.body.ops:
+            if not isinstance(op, (t.Load, t.Store)) or not self._needed(op):
+                continue
+            acc = self.facts.access(op)
+            if not isinstance(acc, StructuredAccess) or acc.box is None or acc.box.trivially_full:
+                continue
+            value = op.result if isinstance(op, t.Load) else op.value
+            if not value.is_tile:
+                continue
+            atoms = [a for p in acc.box.polys() for a in p.atom_list()]
+            atoms += [c.value for c in acc.box.conds if c.value is not None]
+            if all(isinstance(a, t.Value) and (a.owner is None or (isinstance(a.owner, t.Op) and
+                   a.owner in self._top_ops and self._hoistable(a.owner))) for a in atoms):
+                out.append(op)
+        return out
+
+    # -- uses and materialization decisions ------------------------------------------------
+    def _count_uses(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        live = self.facts.live
+        for op in self.k.walk():
+            if isinstance(op, (t.Load, t.Store)):
+                acc = self.facts.access(op)
+                needed = [op.value] if isinstance(op, t.Store) else []
+                if isinstance(acc, GatherAccess):
+                    needed += [v for v in (op.offsets, op.mask, getattr(op, "other", None)) if v is not None]
+                if isinstance(op, t.Load) and op.result.id not in live:
+                    needed = []
+            elif any(r.id in live for r in op.results) or id(op) in self.facts.live_ops:
+                needed = op.operands()
+            else:
+                needed = []
+            for v in needed:
+                counts[v.id] = counts.get(v.id, 0) + 1
+            for r in op.regions():
+                for y in r.yields:
+                    counts[y.id] = counts.get(y.id, 0) + 1
+        return counts
+
+    def _is_leaf(self, v: t.Value) -> bool:
+        op = v.owner
+        if not isinstance(op, t.Op):
+            return True
+        if isinstance(op, t.Load):
+            if isinstance(self.facts.access(op), StructuredAccess):
+                return True
+            return self._use_counts.get(v.id, 0) > 1 or id(op.buffer) in self.written_ids
+        if isinstance(op, (t.Constant, t.Splat, t.MakeRange, t.Broadcast, t.ExpandDims, t.Trans)):
+            return False
+        if isinstance(op, t.Elementwise):
+            return self._use_counts.get(v.id, 0) > 1 and t.is_float(v.dtype)
+        return True
+
+    # -- blocks and ops -----------------------------------------------------------------
+    def _block(self, block: t.Block) -> None:
+        for op in block.ops:
+            if self._needed(op):
+                self._op(op)
+
+    def _needed(self, op: t.Op) -> bool:
+        if isinstance(op, t.Store):
+            return True
+        if isinstance(op, (t.For, t.If)):
+            return id(op) in self.facts.live_ops
+        return any(r.id in self.facts.live for r in op.results)
+
+    def _op(self, op: t.Op) -> None:
+        if isinstance(op, t.Store):
+            self._store(op)
+            return
+        if isinstance(op, t.For):
+            self._for(op)
+            return
+        if isinstance(op, t.If):
+            self._if(op)
+            return
+        if isinstance(op, t.Reduce):
+            self._reduce(op)
+            return
+        if isinstance(op, t.Dot):
+            self._dot(op)
+            return
+        v = op.results[0]
+        if not v.is_tile:
+            if self.lookup(("s", v.id)) is None:
+                self.bind(("s", v.id), self._scalar_op(op))
+            return
+        if isinstance(op, t.Load) and isinstance(self.facts.access(op), StructuredAccess):
+            self._structured_load(op, self.facts.access(op))
+            return
+        if isinstance(op, t.Reshape):
+            self._reshape(op)
+            return
+        if self._is_leaf(v):
+            self.tensor(v)
+
+    # -- scalars ------------------------------------------------------------------------
+    def scalar(self, v: t.Value) -> str:
+        name = self.lookup(("s", v.id))
+        if name is None:
+            op = v.owner
+            if isinstance(op, t.Constant) and not v.is_tile:
+                return self.const(op.value, v.dtype)
+            raise AssertionError(f"scalar {v} used before it was emitted")
+        return name
+
+    def _scalar_op(self, op: t.Op) -> str:
+        v = op.result
+        if isinstance(op, t.Constant):
+            return self.const(op.value, v.dtype)
+        if isinstance(op, t.ProgramId):
+            i = self.fresh("wid")
+            self.w(f"{i} = flow.dispatch.workgroup.id[{op.axis}] : index")
+            r = self.fresh("pid")
+            self.w(f"{r} = arith.index_castui {i} : index to i32")
+            return r
+        if isinstance(op, t.NumPrograms):
+            return f"%n{'xyz'[op.axis]}"
+        if isinstance(op, t.Elementwise):
+            return self._elementwise(op, [self.scalar(a) for a in op.args], self.w)
+        if isinstance(op, t.Load):
+            return self._scalar_load(op)
+        raise self.err(f"unsupported scalar op {op.name}", op)
+
+    def _elementwise(self, op: t.Elementwise, args: list[str], out) -> str:
+        r = self.fresh()
+        name = op.opname
+        rt_ = op.result.dtype
+        at = op.args[0].dtype
+        if name in ("arith.cmpi", "arith.cmpf"):
+            out(f"{r} = {name} {op.attrs['predicate']}, {args[0]}, {args[1]} : {at}")
+        elif name == "arith.select":
+            out(f"{r} = arith.select {args[0]}, {args[1]}, {args[2]} : {rt_}")
+        elif name in _CASTS:
+            out(f"{r} = {name} {args[0]} : {at} to {rt_}")
+        elif name in _INT_DIVS:
+            # Division by zero is undefined in Triton but traps on a CPU; masked-off lanes
+            # compute too, so guard the divisor.
+            zero, one = self.fresh(), self.fresh()
+            out(f"{zero} = arith.constant 0 : {rt_}")
+            out(f"{one} = arith.constant 1 : {rt_}")
+            isz, safe = self.fresh(), self.fresh()
+            out(f"{isz} = arith.cmpi eq, {args[1]}, {zero} : {rt_}")
+            out(f"{safe} = arith.select {isz}, {one}, {args[1]} : {rt_}")
+            out(f"{r} = {name} {args[0]}, {safe} : {rt_}")
+        else:
+            out(f"{r} = {name} {', '.join(args)} : {rt_}")
+        return r
+
+    # -- polynomials -> index values ------------------------------------------------------
+    def atom_index(self, a) -> str:
+        if isinstance(a, Carried):
+            name = self.lookup(a.key())
+            assert name is not None, f"carried offset {a} not in scope"
+            return name
+        key = ("idx", a.id)
+        name = self.lookup(key)
+        if name is None:
+            s = self.scalar(a)
+            if a.dtype == "index":
+                return s
+            name = self.fresh("i")
+            self.w(f"{name} = arith.index_cast {s} : {a.dtype} to index")
+            self.bind(key, name)
+        return name
+
+    def poly(self, p: Poly) -> str:
+        if p.is_const:
+            return self.idx(p.const_value)
+        key = ("poly", tuple(sorted(p.terms.items())))
+        name = self.lookup(key)
+        if name is None:
+            name = self._poly(p)
+            self.bind(key, name)
+        return name
+
+    def _poly(self, p: Poly) -> str:
+        acc = None
+        for mono, c in sorted(p.terms.items(), key=repr):
+            term = None
+            for k in mono:
+                a = self.atom_index(p.atoms[k])
+                if term is None:
+                    term = a
+                else:
+                    n = self.fresh("i")
+                    self.w(f"{n} = arith.muli {term}, {a} : index")
+                    term = n
+            if term is None:
+                term = self.idx(c)
+            elif c != 1:
+                n = self.fresh("i")
+                self.w(f"{n} = arith.muli {term}, {self.idx(c)} : index")
+                term = n
+            if acc is None:
+                acc = term
+            else:
+                n = self.fresh("i")
+                self.w(f"{n} = arith.addi {acc}, {term} : index")
+                acc = n
+        return acc
+
+    def _binop(self, op: str, a: str, b: str, ty: str = "index") -> str:
+        r = self.fresh("i")
+        self.w(f"{r} = {op} {a}, {b} : {ty}")
+        return r
+
+    def _and(self, conds: list[str]) -> Optional[str]:
+        acc = None
+        for c in dict.fromkeys(conds):
+            acc = c if acc is None else self._binop("arith.andi", acc, c, "i1")
+        return acc
+
+    # -- tensors: materialization and fused element evaluation -----------------------------
+    def tensor_entry(self, v: t.Value) -> _Tensor:
+        e = self.lookup(("t", v.id))
+        if e is None:
+            name = self._materialize(v)
+            e = _Tensor(name, tuple(range(len(v.shape))), v.type.mlir())
+            self.bind(("t", v.id), e)
+        return e
+
+    def tensor(self, v: t.Value) -> str:
+        """`v` as a tensor of its full shape."""
+        e = self.tensor_entry(v)
+        if e.dims == tuple(range(len(v.shape))):
+            return e.name
+        name = self._generic_map(v)
+        self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
+        return name
+
+    def _fill(self, scalar: str, ty: t.TileType) -> str:
+        e, f = self.fresh("e"), self.fresh("fill")
+        self.w(f"{e} = tensor.empty() : {ty.mlir()}")
+        self.w(f"{f} = linalg.fill ins({scalar} : {ty.dtype}) outs({e} : {ty.mlir()}) -> {ty.mlir()}")
+        return f
+
+    def _uniform_scalar_name(self, v: t.Value) -> Optional[str]:
+        u = uniform_scalar(v)
+        if u is None:
+            return None
+        if u.is_tile:   # a constant tile
+            return self.const(u.owner.value, v.dtype)
+        return self.scalar(u)
+
+    def _materialize(self, v: t.Value) -> str:
+        op = v.owner
+        u = self._uniform_scalar_name(v) if isinstance(op, (t.Constant, t.Splat)) else None
+        if u is not None:
+            return self._fill(u, v.type)
+        if isinstance(op, t.Load) and isinstance(self.facts.access(op), GatherAccess):
+            return self._generic_map(v, force_inline=True)
+        return self._generic_map(v)
+
+    def _generic_map(self, v: t.Value, force_inline: bool = False) -> str:
+        rank = len(v.shape)
+        body = _Body(rank)
+        res = self._elem(body, v, tuple(range(rank)), root=force_inline)
+        e = self.fresh("e")
+        self.w(f"{e} = tensor.empty() : {v.type.mlir()}")
+        out = self.fresh("g")
+        ident = self._map(rank, [f"d{i}" for i in range(rank)])
+        self._write_generic(out, body, [ident], ["parallel"] * rank, [e], [v.type.mlir()], [v.dtype],
+                            [res])
+        return out
+
+    @staticmethod
+    def _map(nloops: int, results: list[str]) -> str:
+        dims = ", ".join(f"d{i}" for i in range(nloops))
+        return f"affine_map<({dims}) -> ({', '.join(results)})>"
+
+    def _write_generic(self, out: str, body: _Body, out_maps: list[str], iterators: list[str],
+                       inits: list[str], init_types: list[str], out_elts: list[str],
+                       yields: list[str]) -> None:
+        maps = [i[2] for i in body.ins] + out_maps
+        its = ", ".join(f'"{x}"' for x in iterators)
+        lhs = out if len(inits) == 1 else f"{out}:{len(inits)}"
+        ins = ""
+        if body.ins:
+            ins = f" ins({', '.join(i[0] for i in body.ins)} : {', '.join(i[1] for i in body.ins)})"
+        self.w(f"{lhs} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}"
+               f"{ins} outs({', '.join(inits)} : {', '.join(init_types)}) {{")
+        outs_args = body.memo.get("__outs__", [self.fresh("o") for _ in inits])
+        bargs = [f"{i[3]}: {i[4]}" for i in body.ins] + [f"{a}: {e}" for a, e in zip(outs_args, out_elts)]
+        self.w(f"^bb0({', '.join(bargs)}):")
+        self.indent += 1
+        for line in body.lines:
+            self.w(line)
+        self.w(f"linalg.yield {', '.join(yields)} : {', '.join(out_elts)}")
+        self.indent -= 1
+        self.w(f"}} -> ({', '.join(init_types)})" if len(inits) > 1 else f"}} -> {init_types[0]}")
+
+    def _leaf_arg(self, body: _Body, v: t.Value, view: tuple) -> str:
+        """A block argument of `body` reading materialized `v` at `view`."""
+        key = ("leaf", v.id, view)
+        if key in body.memo:
+            return body.memo[key]
+        e = self.tensor_entry(v)
+        keep = [d for d in e.dims if v.shape[d] != 1]
+        if not keep:
+            # Every dim is size 1: read the one element outside the region.
+            zeros = ", ".join([self.idx(0)] * len(e.dims))
+            s = self.fresh("x")
+            self.w(f"{s} = tensor.extract {e.name}[{zeros}] : {e.type}")
+            body.memo[key] = s
+            return s
+        name, ttype = e.name, e.type
+        if len(keep) != len(e.dims):
+            # Drop the size-1 dims (rank-reducing slice) so the indexing map is a projection.
+            full_shape = [v.shape[d] for d in e.dims]
+            red = t.TileType(tuple(v.shape[d] for d in keep), v.dtype).mlir()
+            n = self.fresh("rs")
+            offs = ", ".join("0" for _ in e.dims)
+            strides = ", ".join("1" for _ in e.dims)
+            self.w(f"{n} = tensor.extract_slice {e.name}[{offs}] [{', '.join(map(str, full_shape))}] "
+                   f"[{strides}] : {e.type} to {red}")
+            name, ttype = n, red
+        results = []
+        for d in keep:
+            assert view[d] is not None, (v, view)
+            results.append(f"d{view[d]}")
+        arg = self.fresh("in")
+        body.ins.append((name, ttype, self._map(body.nloops, results), arg, v.dtype))
+        body.memo[key] = arg
+        return arg
+
+    def _linalg_index(self, body: _Body, dim: int) -> str:
+        key = ("index", dim)
+        if key not in body.memo:
+            n = self.fresh("ix")
+            body.lines.append(f"{n} = linalg.index {dim} : index")
+            body.memo[key] = n
+        return body.memo[key]
+
+    def _elem(self, body: _Body, v: t.Value, view: tuple, root: bool = False) -> str:
+        """The element of `v` at `view` (per dim of v: a loop dim, or None for index 0)."""
+        if not v.is_tile:
+            return self.scalar(v)
+        key = ("elem", v.id, view)
+        if key in body.memo:
+            return body.memo[key]
+        op = v.owner
+        if not root and (self.lookup(("t", v.id)) is not None or self._is_leaf(v)):
+            r = self._leaf_arg(body, v, view)
+            body.memo[key] = r
+            return r
+        out = body.lines.append
+        if isinstance(op, t.Constant):
+            r = self.fresh("k")
+            out(f"{r} = arith.constant {literal(op.value, v.dtype)} : {v.dtype}")
+        elif isinstance(op, t.Splat):
+            r = self.scalar(op.src)
+        elif isinstance(op, t.MakeRange):
+            if view[0] is None:
+                r = self.fresh("k")
+                out(f"{r} = arith.constant {op.start} : i32")
+            else:
+                i = self._linalg_index(body, view[0])
+                r = self.fresh("rg")
+                out(f"{r} = arith.index_cast {i} : index to i32")
+                if op.start:
+                    c, r2 = self.fresh("k"), self.fresh("rg")
+                    out(f"{c} = arith.constant {op.start} : i32")
+                    out(f"{r2} = arith.addi {r}, {c} : i32")
+                    r = r2
+        elif isinstance(op, t.Broadcast):
+            sview = tuple(None if (ns == 1 and nr != 1) else x
+                          for x, ns, nr in zip(view, op.src.shape, v.shape))
+            r = self._elem(body, op.src, sview)
+        elif isinstance(op, t.ExpandDims):
+            r = self._elem(body, op.src, view[:op.axis] + view[op.axis + 1:])
+        elif isinstance(op, t.Trans):
+            sview = [None] * len(view)
+            for i, o in enumerate(op.order):
+                sview[o] = view[i]
+            r = self._elem(body, op.src, tuple(sview))
+        elif isinstance(op, t.Elementwise):
+            args = [self._elem(body, a, view) for a in op.args]
+            r = self._elementwise(op, args, out)
+        elif isinstance(op, t.Load):
+            r = self._gather_elem(body, op, view)
+        else:
+            r = self._leaf_arg(body, v, view)
+        body.memo[key] = r
+        return r
+
+    # -- gathers --------------------------------------------------------------------------
+    def _full_buffer(self, p: t.Param) -> str:
+        """The whole buffer as a tensor (a view of the binding, not a copy).
+
+        Read-only buffers are loaded once at the top of the dispatch. Buffers the kernel also
+        writes are loaded again at each gather, so that the gather sees earlier stores.
+        """
+        if id(p) in self.full_buffer:
+            return self.full_buffer[id(p)]
+        n = self.fresh("buf")
+        self.w(f"{n} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [0], "
+               f"sizes = [{self.buf_len[id(p)]}], strides = [1] : {self.buf_type(p)} -> tensor<?x{p.dtype}>")
+        return n
+
+    def _gather_elem(self, body: _Body, op: t.Load, view: tuple) -> str:
+        out = body.lines.append
+        buf = self._full_buffer(op.buffer)
+        off = self._elem(body, op.offsets, view)
+        mask = self._elem(body, op.mask, view) if op.mask is not None else None
+        if mask is not None:
+            z, safe = self.fresh("k"), self.fresh("off")
+            out(f"{z} = arith.constant 0 : i64")
+            out(f"{safe} = arith.select {mask}, {off}, {z} : i64")
+            off = safe
+        i, x = self.fresh("ix"), self.fresh("ld")
+        out(f"{i} = arith.index_cast {off} : i64 to index")
+        out(f"{x} = tensor.extract {buf}[{i}] : tensor<?x{op.buffer.dtype}>")
+        if mask is None:
+            return x
+        if op.other is not None:
+            other = self._elem(body, op.other, view)
+        else:
+            other = self.fresh("k")
+            out(f"{other} = arith.constant {literal(0, op.result.dtype)} : {op.result.dtype}")
+        r = self.fresh("ld")
+        out(f"{r} = arith.select {mask}, {x}, {other} : {op.result.dtype}")
+        return r
+
+    # -- structured accesses ---------------------------------------------------------------
+    def _valid_range(self, box: Optional[Box], d: int, size: int) -> tuple[str, str]:
+        """Clamped [lo, hi) of dim d as index values (static when unbounded)."""
+        if box is None or (not box.lo[d] and not box.hi[d]):
+            return self.idx(0), self.idx(size)
+        lo = self.idx(0)
+        for p in box.lo[d]:
+            lo = self._binop("arith.maxsi", lo, self.poly(p))
+        lo = self._binop("arith.minsi", lo, self.idx(size))
+        hi = self.idx(size)
+        for p in box.hi[d]:
+            hi = self._binop("arith.minsi", hi, self.poly(p))
+        hi = self._binop("arith.maxsi", hi, lo)
+        return lo, hi
+
+    def _box_full(self, box: Box, shape: tuple[int, ...]) -> list[str]:
+        """i1 values that all hold exactly when the whole tile is valid."""
+        conds = []
+        for d in range(len(shape)):
+            for p in box.lo[d]:
+                conds.append(self._cmp("sle", self.poly(p), self.idx(0)))
+            for p in box.hi[d]:
+                conds.append(self._cmp("sge", self.poly(p), self.idx(shape[d])))
+        for c in box.conds:
+            conds.append(self._cond_value(c))
+        return conds
+
+    def _cmp(self, pred: str, a: str, b: str, ty: str = "index") -> str:
+        key = ("cmp", pred, a, b, ty)
+        r = self.lookup(key)
+        if r is None:
+            r = self.fresh("p")
+            self.w(f"{r} = arith.cmpi {pred}, {a}, {b} : {ty}")
+            self.bind(key, r)
+        return r
+
+    def _cond_value(self, c: Cond) -> str:
+        if c.kind == "val":
+            return self.scalar(c.value)
+        return self._cmp("slt", self.poly(c.poly), self.idx(0))
+
+    def _layout(self, acc: StructuredAccess, shape: tuple[int, ...], op: t.Op):
+        """(active dims, inner dim) of a structured access."""
+        strides = acc.form.strides
+        active = [d for d in range(len(shape)) if not strides[d].is_zero()]
+        for d in range(len(shape)):
+            if d not in active and shape[d] != 1 and acc.box is not None and (acc.box.lo[d] or acc.box.hi[d]):
+                raise self.err("masked access along a broadcast dimension", op)
+        if not active:
+            return active, None
+        ones = [d for d in active if strides[d].const_value == 1]
+        inner = ones[-1] if ones else active[-1]
+        return active, inner
+
+    def _structured_load(self, op: t.Load, acc: StructuredAccess) -> None:
+        v = op.result
+        shape = v.shape
+        active, inner = self._layout(acc, shape, op)
+        p = op.buffer
+        dt = v.dtype
+        if dt != p.dtype:
+            raise self.err(f"load of {dt} from a buffer of {p.dtype}", op)
+        rshape = tuple(shape[d] for d in active)
+        rty = t.TileType(rshape, dt) if rshape else None
+        box = acc.box
+        if box is not None and box.trivially_full:
+            box = None
+        other = self._uniform_other(op, acc)
+        if not active:
+            # Every element reads the same address: one scalar load, broadcast.
+            s = self._scalar_read(p, self.poly(acc.form.offset), box, other, dt, shape)
+            self.bind(("t", v.id), _Tensor(self._fill(s, v.type), tuple(range(len(shape))), v.type.mlir()))
+            return
+        if box is None or id(op) in self.assume_full:
+            name = self._slice_load(p, acc, shape, active, inner, rty, None, other)
+        else:
+            ranges = {d: self._valid_range(box, d, shape[d]) for d in active}
+            name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other)
+        self.bind(("t", v.id), _Tensor(name, tuple(active), rty.mlir()))
+
+    def _uniform_other(self, op: t.Load, acc: StructuredAccess) -> str:
+        if acc.other is not None:
+            if acc.other.is_tile:
+                return self.const(acc.other.owner.value, op.result.dtype)
+            return self.scalar(acc.other)
+        return self.const(0, op.result.dtype)
+
+    def _row_offset(self, acc: StructuredAccess, pos: dict[int, str]) -> str:
+        """offset + sum over dims in `pos` of pos[d] * stride[d]."""
+        off = self.poly(acc.form.offset)
+        for d, i in pos.items():
+            s = acc.form.strides[d]
+            term = i if s.const_value == 1 else self._binop("arith.muli", i, self.poly(s))
+            off = self._binop("arith.addi", off, term)
+        return off
+
+    def _stride(self, p: Poly) -> str:
+        c = p.const_value
+        return str(c) if c is not None else self.poly(p)
+
+    def _slice_load(self, p: t.Param, acc, shape, active, inner, rty: t.TileType,
+                    ranges: Optional[dict], other: str) -> str:
+        """Loads the tile (active dims only). `ranges` None: the whole tile, static sizes."""
+        outer = [d for d in active if d != inner]
+        pos_in_r = {d: i for i, d in enumerate(active)}
+        n = shape[inner]
+        stride = self._stride(acc.form.strides[inner])
+        btype = self.buf_type(p)
+
+        def row(pos: dict[int, str], into: Optional[str]) -> str:
+            if ranges is None:
+                start = self._row_offset(acc, pos)
+                size, sty = str(n), f"tensor<{n}x{p.dtype}>"
+            else:
+                lo, hi = ranges[inner]
+                start = self._row_offset(acc, {**pos, inner: lo})
+                size = self._binop("arith.subi", hi, lo)
+                sty = f"tensor<?x{p.dtype}>"
+            x = self.fresh("sl")
+            self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{start}], "
+                   f"sizes = [{size}], strides = [{stride}] : {btype} -> {sty}")
+            if into is None and ranges is None:
+                return x
+            offs = [pos[d] if d in pos else "0" for d in active]
+            sizes = ["1"] * len(active)
+            offs[pos_in_r[inner]] = "0" if ranges is None else ranges[inner][0]
+            sizes[pos_in_r[inner]] = str(n) if ranges is None else size
+            y = self.fresh("ins")
+            self.w(f"{y} = tensor.insert_slice {x} into {into}[{', '.join(offs)}] [{', '.join(sizes)}] "
+                   f"[{', '.join('1' for _ in active)}] : {sty} into {rty.mlir()}")
+            return y
+
+        if ranges is None:
+            init = None
+            if outer:
+                init = self.fresh("e")
+                self.w(f"{init} = tensor.empty() : {rty.mlir()}")
+        else:
+            init = self._fill(other, rty)
+        if not outer:
+            return row({}, init)
+        return self._row_loops(outer, shape, ranges, init, rty, row)
+
+    def _row_loops(self, outer: list[int], shape, ranges, init: Optional[str], rty, row) -> str:
+        """Nested scf.for over the outer dims; `row(pos, acc)` emits one row, returns the new acc."""
+        carried = init is not None
+        pos: dict[int, str] = {}
+        accs = [init]
+        ends = []
+        for d in outer:
+            lo, hi = (self.idx(0), self.idx(shape[d])) if ranges is None else ranges[d]
+            iv = self.fresh("row")
+            if carried:
+                a = self.fresh("acc")
+                r = self.fresh("rows")
+                self.w(f"{r} = scf.for {iv} = {lo} to {hi} step {self.idx(1)} iter_args({a} = {accs[-1]}) "
+                       f"-> ({rty.mlir()}) {{")
+                accs.append(a)
+                ends.append(r)
+            else:
+                self.w(f"scf.for {iv} = {lo} to {hi} step {self.idx(1)} {{")
+            self.indent += 1
+            self.scopes.append({})
+            pos[d] = iv
+        res = row(dict(pos), accs[-1] if carried else None)
+        for _ in outer:
+            if carried:
+                self.w(f"scf.yield {res} : {rty.mlir()}")
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")
+            if carried:
+                res = ends.pop()
+        return res
+
+    def _scalar_read(self, p: t.Param, off: str, box: Optional[Box], other: Optional[str], dt: str,
+                     shape=()) -> str:
+        cond = None
+        if box is not None:
+            conds = [self._cond_value(c) for c in box.conds]
+            # Bounds on size-1 dims hold at index 0.
+            for d in range(len(box.lo)):
+                for q in box.lo[d]:
+                    conds.append(self._cmp("sle", self.poly(q), self.idx(0)))
+                for q in box.hi[d]:
+                    conds.append(self._cmp("sgt", self.poly(q), self.idx(0)))
+            cond = self._and(conds)
+
+        def read() -> str:
+            x = self.fresh("sl")
+            self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{off}], "
+                   f"sizes = [1], strides = [1] : {self.buf_type(p)} -> tensor<1x{dt}>")
+            s = self.fresh("x")
+            self.w(f"{s} = tensor.extract {x}[{self.idx(0)}] : tensor<1x{dt}>")
+            return s
+
+        if cond is None:
+            return read()
+        r = self.fresh("x")
+        self.w(f"{r} = scf.if {cond} -> ({dt}) {{")
+        self.indent += 1
+        self.scopes.append({})
+        s = read()
+        self.w(f"scf.yield {s} : {dt}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("} else {")
+        self.w(f"  scf.yield {other or self.const(0, dt)} : {dt}")
+        self.w("}")
+        return r
+
+    def _scalar_load(self, op: t.Load) -> str:
+        acc = self.facts.access(op)
+        if not isinstance(acc, StructuredAccess):
+            raise self.err("scalar load through an unanalyzable pointer", op)
+        other = self._uniform_other(op, acc) if op.mask is not None else None
+        return self._scalar_read(op.buffer, self.poly(acc.form.offset), acc.box, other, op.result.dtype)
+
+    def _store(self, op: t.Store) -> None:
+        acc = self.facts.access(op)
+        p = op.buffer
+        if op.value.dtype != p.dtype:
+            raise self.err(f"store of {op.value.dtype} into a buffer of {p.dtype}", op)
+        if isinstance(acc, GatherAccess):
+            self._scatter(op)
+            return
+        box = acc.box if acc.box is not None and not acc.box.trivially_full else None
+        if not op.value.is_tile:
+            self._scalar_write(p, self.poly(acc.form.offset), self.scalar(op.value), box)
+            return
+        shape = op.value.shape
+        active, inner = self._layout(acc, shape, op)
+        if not active:
+            zeros = ", ".join(self.idx(0) for _ in shape)
+            s = self.fresh("x")
+            self.w(f"{s} = tensor.extract {self.tensor(op.value)}[{zeros}] : {op.value.type.mlir()}")
+            self._scalar_write(p, self.poly(acc.form.offset), s, box)
+            return
+        val = self.tensor(op.value)
+        # Drop broadcast and size-1 dims: they hold one value each (we write index 0).
+        rshape = tuple(shape[d] for d in active)
+        rty = t.TileType(rshape, p.dtype)
+        if len(active) != len(shape):
+            red = self.fresh("rs")
+            sizes = ", ".join(str(shape[d]) if d in active else "1" for d in range(len(shape)))
+            self.w(f"{red} = tensor.extract_slice {val}[{', '.join('0' for _ in shape)}] [{sizes}] "
+                   f"[{', '.join('1' for _ in shape)}] : {op.value.type.mlir()} to {rty.mlir()}")
+            val = red
+        if box is None or id(op) in self.assume_full:
+            self._slice_store(p, acc, shape, active, inner, rty, val, None)
+        else:
+            ranges = {d: self._valid_range(box, d, shape[d]) for d in active}
+            self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
+
+    def _slice_store(self, p: t.Param, acc, shape, active, inner, rty: t.TileType, val: str,
+                     ranges: Optional[dict]) -> None:
+        outer = [d for d in active if d != inner]
+        pos_in_r = {d: i for i, d in enumerate(active)}
+        n = shape[inner]
+        stride = self._stride(acc.form.strides[inner])
+        btype = self.buf_type(p)
+
+        def row(pos: dict[int, str], _acc) -> None:
+            if ranges is None:
+                start = self._row_offset(acc, pos)
+                lo, size, sty = "0", str(n), f"tensor<{n}x{p.dtype}>"
+            else:
+                lo, hi = ranges[inner]
+                start = self._row_offset(acc, {**pos, inner: lo})
+                size = self._binop("arith.subi", hi, lo)
+                sty = f"tensor<?x{p.dtype}>"
+            x = val
+            if outer or ranges is not None:
+                offs = [pos[d] if d in pos else "0" for d in active]
+                sizes = ["1"] * len(active)
+                offs[pos_in_r[inner]] = lo
+                sizes[pos_in_r[inner]] = size
+                x = self.fresh("sl")
+                self.w(f"{x} = tensor.extract_slice {val}[{', '.join(offs)}] [{', '.join(sizes)}] "
+                       f"[{', '.join('1' for _ in active)}] : {rty.mlir()} to {sty}")
+            self.w(f"iree_tensor_ext.dispatch.tensor.store {x}, {self.binding[id(p)]}, offsets = [{start}], "
+                   f"sizes = [{size}], strides = [{stride}] : {sty} -> {btype}")
+            return None
+
+        if not outer:
+            row({}, None)
+            return
+        self._row_loops(outer, shape, ranges, None, rty, row)
+
+    def _scalar_write(self, p: t.Param, off: str, value: str, box: Optional[Box]) -> None:
+        conds = []
+        if box is not None:
+            conds = [self._cond_value(c) for c in box.conds]
+            for d in range(len(box.lo)):
+                for q in box.lo[d]:
+                    conds.append(self._cmp("sle", self.poly(q), self.idx(0)))
+                for q in box.hi[d]:
+                    conds.append(self._cmp("sgt", self.poly(q), self.idx(0)))
+        cond = self._and(conds)
+        if cond is not None:
+            self.w(f"scf.if {cond} {{")
+            self.indent += 1
+            self.scopes.append({})
+        x = self.fresh("one")
+        self.w(f"{x} = tensor.from_elements {value} : tensor<1x{p.dtype}>")
+        self.w(f"iree_tensor_ext.dispatch.tensor.store {x}, {self.binding[id(p)]}, offsets = [{off}], "
+               f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
+        if cond is not None:
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")
+
+    def _scatter(self, op: t.Store) -> None:
+        """A store through arbitrary offsets: one element at a time, where the mask holds."""
+        p = op.buffer
+        if not op.value.is_tile:
+            raise self.err("scalar store through an unanalyzable pointer", op)
+        shape = op.value.shape
+        val, offs = self.tensor(op.value), self.tensor(op.offsets)
+        mask = self.tensor(op.mask) if op.mask is not None else None
+        ivs = []
+        for d, n in enumerate(shape):
+            iv = self.fresh("el")
+            self.w(f"scf.for {iv} = {self.idx(0)} to {self.idx(n)} step {self.idx(1)} {{")
+            self.indent += 1
+            self.scopes.append({})
+            ivs.append(iv)
+        at = ", ".join(ivs)
+        o, x = self.fresh("off"), self.fresh("x")
+        self.w(f"{o} = tensor.extract {offs}[{at}] : {op.offsets.type.mlir()}")
+        self.w(f"{x} = tensor.extract {val}[{at}] : {op.value.type.mlir()}")
+        oi = self.fresh("i")
+        self.w(f"{oi} = arith.index_cast {o} : i64 to index")
+        if mask is not None:
+            m = self.fresh("m")
+            self.w(f"{m} = tensor.extract {mask}[{at}] : {op.mask.type.mlir()}")
+            self.w(f"scf.if {m} {{")
+            self.indent += 1
+        one = self.fresh("one")
+        self.w(f"{one} = tensor.from_elements {x} : tensor<1x{p.dtype}>")
+        self.w(f"iree_tensor_ext.dispatch.tensor.store {one}, {self.binding[id(p)]}, offsets = [{oi}], "
+               f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
+        if mask is not None:
+            self.indent -= 1
+            self.w("}")
+        for _ in shape:
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")
+
+    # -- reductions and dots -----------------------------------------------------------------
+    def _reduce(self, op: t.Reduce) -> None:
+        src0 = op.srcs[0]
+        shape = src0.shape
+        rank = len(shape)
+        axis = op.axis
+        rshape = tuple(n for i, n in enumerate(shape) if i != axis)
+        out_types = [t.TileType(rshape, s.dtype) if rshape else t.TileType((), s.dtype) for s in op.srcs]
+        known = _combiner_identity(op.combiner)
+        if known is not None:
+            inits = [self._fill(self.const(known[1], s.dtype), ty) for s, ty in zip(op.srcs, out_types)]
+            body = _Body(rank)
+            xs = [self._elem(body, s, tuple(range(rank))) for s in op.srcs]
+            loops_shape = shape
+        else:
+            # No known identity: start from element 0 along the axis, combine the rest.
+            srcs = [self.tensor(s) for s in op.srcs]
+            inits, rests = [], []
+            for s, name, ty in zip(op.srcs, srcs, out_types):
+                offs = ", ".join("0" for _ in shape)
+                ones = ", ".join("1" for _ in shape)
+                first = ", ".join("1" if i == axis else str(n) for i, n in enumerate(shape))
+                init = self.fresh("init")
+                if rshape:
+                    self.w(f"{init} = tensor.extract_slice {name}[{offs}] [{first}] [{ones}] : "
+                           f"{s.type.mlir()} to {ty.mlir()}")
+                else:
+                    x = self.fresh("x")
+                    self.w(f"{x} = tensor.extract {name}[{', '.join(self.idx(0) for _ in shape)}] : {s.type.mlir()}")
+                    self.w(f"{init} = tensor.from_elements {x} : {ty.mlir()}")
+                inits.append(init)
+                if shape[axis] > 1:
+                    rest_shape = tuple(n - 1 if i == axis else n for i, n in enumerate(shape))
+                    rty = t.TileType(rest_shape, s.dtype)
+                    rest = self.fresh("rest")
+                    roffs = ", ".join("1" if i == axis else "0" for i in range(rank))
+                    self.w(f"{rest} = tensor.extract_slice {name}[{roffs}] [{', '.join(map(str, rest_shape))}] "
+                           f"[{ones}] : {s.type.mlir()} to {rty.mlir()}")
+                    rests.append((rest, rty))
+            if shape[axis] == 1:
+                self._bind_reduce_results(op, inits, out_types)
+                return
+            body = _Body(rank)
+            xs = []
+            for rest, rty in rests:
+                arg = self.fresh("in")
+                body.ins.append((rest, rty.mlir(), self._map(rank, [f"d{i}" for i in range(rank)]), arg, rty.dtype))
+                xs.append(arg)
+            loops_shape = rests[0][1].shape
+        accs = [self.fresh("acc") for _ in op.srcs]
+        body.memo["__outs__"] = accs
+        ys = self._combine(body, op.combiner, accs, xs)
+        out_map = self._map(rank, [f"d{i}" for i in range(rank) if i != axis])
+        its = ["reduction" if i == axis else "parallel" for i in range(rank)]
+        out = self.fresh("red")
+        self._write_generic(out, body, [out_map] * len(op.srcs), its, inits, [ty.mlir() for ty in out_types],
+                            [s.dtype for s in op.srcs], ys)
+        names = [out] if len(op.srcs) == 1 else [f"{out}#{i}" for i in range(len(op.srcs))]
+        self._bind_reduce_results(op, names, out_types)
+
+    def _bind_reduce_results(self, op: t.Reduce, names: list[str], out_types: list[t.TileType]) -> None:
+        for r, name, ty in zip(op.results, names, out_types):
+            if r.is_tile:
+                self.bind(("t", r.id), _Tensor(name, tuple(range(len(r.shape))), ty.mlir()))
+            else:
+                s = self.fresh("x")
+                self.w(f"{s} = tensor.extract {name}[] : {ty.mlir()}")
+                self.bind(("s", r.id), s)
+
+    def _combine(self, body: _Body, block: t.Block, lhs: list[str], rhs: list[str]) -> list[str]:
+        """Emits the scalar combiner region into `body`, with (lhs, rhs) bound to its args."""
+        self.scopes.append({})
+        for a, name in zip(block.args, lhs + rhs):
+            self.bind(("s", a.id), name)
+        for op in block.ops:
+            if not isinstance(op, (t.Elementwise, t.Constant)):
+                raise self.err(f"unsupported op {op.name} in a reduce combiner", op)
+            if isinstance(op, t.Constant):
+                r = self.fresh("k")
+                body.lines.append(f"{r} = arith.constant {literal(op.value, op.result.dtype)} : {op.result.dtype}")
+            else:
+                r = self._elementwise(op, [self.scalar(a) for a in op.args], body.lines.append)
+            self.bind(("s", op.result.id), r)
+        ys = [self.scalar(y) for y in block.yields]
+        self.scopes.pop()
+        return ys
+
+    def _dot(self, op: t.Dot) -> None:
+        a, b, c = self.tensor(op.a), self.tensor(op.b), self.tensor(op.acc)
+        r = self.fresh("mm")
+        self.w(f"{r} = linalg.matmul ins({a}, {b} : {op.a.type.mlir()}, {op.b.type.mlir()}) "
+               f"outs({c} : {op.acc.type.mlir()}) -> {op.acc.type.mlir()}")
+        self.bind(("t", op.result.id), _Tensor(r, (0, 1), op.result.type.mlir()))
+
+    def _reshape(self, op: t.Reshape) -> None:
+        src = self.tensor(op.src)
+        st, rt_ = op.src.type, op.result.type
+        cur, cur_ty = src, st.mlir()
+        if len(st.shape) > 1:
+            flat = t.TileType((st.numel,), st.dtype).mlir()
+            n = self.fresh("flat")
+            self.w(f"{n} = tensor.collapse_shape {cur} [[{', '.join(map(str, range(len(st.shape))))}]] : "
+                   f"{cur_ty} into {flat}")
+            cur, cur_ty = n, flat
+        if len(rt_.shape) > 1:
+            n = self.fresh("resh")
+            self.w(f"{n} = tensor.expand_shape {cur} [[{', '.join(map(str, range(len(rt_.shape))))}]] "
+                   f"output_shape [{', '.join(map(str, rt_.shape))}] : {cur_ty} into {rt_.mlir()}")
+            cur = n
+        self.bind(("t", op.result.id), _Tensor(cur, tuple(range(len(rt_.shape))), rt_.mlir()))
+
+    # -- control flow ------------------------------------------------------------------------
+    def _carried_value(self, v: t.Value) -> tuple[str, str]:
+        """(ssa name, type) of a value passed into / out of a region."""
+        if v.is_tile:
+            return self.tensor(v), v.type.mlir()
+        return self.scalar(v), v.dtype
+
+    def _bind_value(self, v: t.Value, name: str) -> None:
+        if v.is_tile:
+            self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
+        else:
+            self.bind(("s", v.id), name)
+
+    def _for(self, op: t.For) -> None:
+        live = self.facts.live
+        keep = [j for j in range(len(op.inits))
+                if op.results[j].id in live or op.iter_args[j].id in live]
+        offsets = [j for j in range(len(op.inits)) if (id(op), j) in self.facts.carried_used]
+        inits, types = [], []
+        for j in keep:
+            n, ty = self._carried_value(op.inits[j])
+            inits.append(n)
+            types.append(ty)
+        for j in offsets:
+            inits.append(self.poly(self.facts.loop_offsets[(id(op), j)].init))
+            types.append("index")
+        lb, ub, step = self.scalar(op.lb), self.scalar(op.ub), self.scalar(op.step)
+        iv = self.fresh("iv")
+        args = [self.fresh("it") for _ in inits]
+        nres = len(inits)
+        res = self.fresh("for") if nres else None
+        lhs = f"{res}:{nres} = " if nres > 1 else (f"{res} = " if nres else "")
+        ivty = op.lb.dtype
+        suffix = f" : {ivty}" if ivty != "index" else ""
+        if nres:
+            iters = ", ".join(f"{a} = {i}" for a, i in zip(args, inits))
+            self.w(f"{lhs}scf.for {iv} = {lb} to {ub} step {step} iter_args({iters}) -> ({', '.join(types)}){suffix} {{")
+        else:
+            self.w(f"scf.for {iv} = {lb} to {ub} step {step}{suffix} {{")
+        self.indent += 1
+        self.scopes.append({})
+        self.bind(("s", op.iv.id), iv)
+        for j, a in zip(keep, args):
+            self._bind_value(op.iter_args[j], a)
+        for j, a in zip(offsets, args[len(keep):]):
+            self.bind(Carried(op, j, "arg").key(), a)
+        self._block(op.body)
+        ys = [self._carried_value(op.body.yields[j])[0] for j in keep]
+        for j, a in zip(offsets, args[len(keep):]):
+            step_p = self.facts.loop_offsets[(id(op), j)].step
+            ys.append(self._binop("arith.addi", a, self.poly(step_p)))
+        if nres:
+            self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("}")
+        names = [res] if nres == 1 else [f"{res}#{i}" for i in range(nres)]
+        for j, n in zip(keep, names):
+            self._bind_value(op.results[j], n)
+        for j, n in zip(offsets, names[len(keep):]):
+            self.bind(Carried(op, j, "result").key(), n)
+
+    def _if(self, op: t.If) -> None:
+        live = self.facts.live
+        keep = [j for j in range(len(op.results)) if op.results[j].id in live]
+        types = [op.results[j].type.mlir() if op.results[j].is_tile else op.results[j].dtype for j in keep]
+        cond = self.scalar(op.cond)
+        res = self.fresh("if") if keep else None
+        lhs = f"{res}:{len(keep)} = " if len(keep) > 1 else (f"{res} = " if keep else "")
+        self.w(f"{lhs}scf.if {cond}" + (f" -> ({', '.join(types)})" if keep else "") + " {")
+        for bi, blk in enumerate((op.then, op.otherwise)):
+            if bi == 1:
+                self.w("} else {")
+            self.indent += 1
+            self.scopes.append({})
+            self._block(blk)
+            if keep:
+                ys = [self._carried_value(blk.yields[j])[0] for j in keep]
+                self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
+            self.scopes.pop()
+            self.indent -= 1
+        self.w("}")
+        names = [res] if len(keep) == 1 else [f"{res}#{i}" for i in range(len(keep))]
+        for j, n in zip(keep, names):
+            self._bind_value(op.results[j], n)
+
+
+def emit_module(kernel: t.Kernel, facts: Facts) -> str:
+    """The IREE input module (MLIR text) for `kernel`."""
+    return Emitter(kernel, facts).module()
+
+
+def verify(module_text: str, kernel: str) -> None:
+    """Parses and verifies the emitted module; a failure here is a triton-iree bug."""
+    from iree.compiler import ir
+    with ir.Context():
+        try:
+            ir.Module.parse(module_text)
+        except ir.MLIRError as e:
+            from .errors import CompileError
+            raise CompileError(f"triton-iree emitted an invalid module (a bug; please report it with "
+                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel) from None
+
+
+def lower(kernel: t.Kernel) -> str:
+    """Tile program -> verified IREE input module: the analyses, then the emitter."""
+    from .analysis import analyze
+    text = emit_module(kernel, analyze(kernel))
+    verify(text, kernel.name)
+    return text

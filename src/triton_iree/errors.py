@@ -1,0 +1,46 @@
+"""One error hierarchy for the whole pipeline.
+
+Every error names the kernel and, where one is known, the kernel's source location, so that
+a user can go straight to the line that needs changing.
+"""
+from __future__ import annotations
+
+
+class TritonIreeError(Exception):
+    """Base class of every error triton-iree raises on purpose."""
+
+    def __init__(self, message: str, *, kernel: str | None = None, loc: str | None = None):
+        self.message = message
+        self.kernel = kernel
+        self.loc = loc
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.kernel:
+            where.append(f"kernel '{self.kernel}'")
+        if self.loc:
+            where.append(f"at {self.loc}")
+        return f"{self.message} ({', '.join(where)})" if where else self.message
+
+    def with_kernel(self, kernel: str) -> "TritonIreeError":
+        if self.kernel is None:
+            self.kernel = kernel
+            self.args = (self._render(),)
+        return self
+
+
+class UnsupportedError(TritonIreeError):
+    """The kernel uses an op or a form that triton-iree cannot lower correctly (yet)."""
+
+
+class CompileError(TritonIreeError):
+    """iree-compile rejected the module triton-iree produced; carries the command and diagnostics."""
+
+
+class LaunchError(TritonIreeError):
+    """A launch failed: bad arguments, or the IREE runtime reported an error."""
+
+
+class InputError(TritonIreeError):
+    """Malformed input IR given to `prepare` / `compile`."""

@@ -1,0 +1,429 @@
+"""Reader: TTIR (generic MLIR text) into the tile program.
+
+TTIR is parsed with IREE's MLIR Python bindings, with unregistered dialects allowed: `tt.*`
+ops arrive as unregistered ops, `!tt.ptr<T>` as an opaque type, and arith/math/scf ops fully
+typed. The reader walks the kernel once and builds the tile program. Pointer values never
+reach the tile program: each becomes (buffer, i64 element offset).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from iree.compiler import ir
+
+from . import tile as t
+from .errors import UnsupportedError, InputError
+
+# arith.cmpi / arith.cmpf predicate enums, as TTIR's generic form prints them (integers).
+CMPI_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+CMPF_PREDICATES = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
+                   "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true")
+
+# Elementwise ops the emitter lowers 1:1 (scalar form inside linalg bodies or in the dispatch).
+ELEMENTWISE_OPS = frozenset("""
+arith.addi arith.subi arith.muli arith.divsi arith.divui arith.remsi arith.remui
+arith.ceildivsi arith.floordivsi arith.andi arith.ori arith.xori arith.shli arith.shrsi
+arith.shrui arith.maxsi arith.minsi arith.maxui arith.minui arith.addf arith.subf arith.mulf
+arith.divf arith.remf arith.negf arith.maximumf arith.minimumf arith.maxnumf arith.minnumf
+arith.cmpi arith.cmpf arith.select arith.extsi arith.extui arith.trunci arith.extf
+arith.truncf arith.sitofp arith.uitofp arith.fptosi arith.fptoui arith.bitcast
+arith.mulsi_extended arith.mului_extended
+math.exp math.exp2 math.log math.log2 math.log10 math.log1p math.expm1 math.sqrt math.rsqrt
+math.sin math.cos math.tan math.tanh math.sinh math.cosh math.asin math.acos math.atan
+math.atan2 math.erf math.absf math.absi math.floor math.ceil math.trunc math.round
+math.roundeven math.fma math.powf math.copysign math.cbrt math.ctlz math.cttz math.ctpop
+""".split())
+
+# TTIR ops that are plain elementwise ops under another name.
+RENAMED_OPS = {"tt.precise_sqrt": "math.sqrt", "tt.precise_divf": "arith.divf"}
+
+_LOC_FILE_LINE = re.compile(r'"([^"]+)":(\d+):(\d+)')
+_LOC_NAME = re.compile(r'^loc\("([^"]+)"\(')
+_PTR_TYPE = re.compile(r"^!tt\.ptr<([^,>]+)(?:,\s*\d+)?>$")
+
+
+def source_loc(location: ir.Location) -> str:
+    """'file:line:col' of an MLIR location, or '' when it carries none."""
+    m = _LOC_FILE_LINE.search(str(location))
+    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else ""
+
+
+def loc_name(location: ir.Location) -> str:
+    m = _LOC_NAME.match(str(location))
+    return m.group(1) if m else ""
+
+
+def ptr_pointee(ty: ir.Type) -> Optional[str]:
+    m = _PTR_TYPE.match(str(ty))
+    return m.group(1) if m else None
+
+
+def element_type_str(ty: ir.Type) -> str:
+    return str(ty)
+
+
+def memory_dtype(pointee: str) -> str:
+    # Triton keeps booleans in memory as bytes.
+    return "i8" if pointee == "i1" else pointee
+
+
+@dataclass
+class Ptr:
+    """A pointer (scalar or tile) during reading: a buffer plus i64 element offsets."""
+    buffer: t.Param
+    offsets: t.Value
+
+
+def _attr_int(op, name: str) -> int:
+    return ir.IntegerAttr(op.attributes[name]).value
+
+
+def _scalar_of_attr(attr, dtype: str):
+    if isinstance(attr, (ir.DenseElementsAttr, ir.DenseIntElementsAttr, ir.DenseFPElementsAttr)):
+        if not attr.is_splat:
+            return None
+        attr = attr.get_splat_value()
+    if isinstance(attr, ir.BoolAttr):
+        return bool(attr.value)
+    if isinstance(attr, ir.IntegerAttr):
+        v = attr.value
+        return bool(v) if dtype == "i1" else v
+    if isinstance(attr, ir.FloatAttr):
+        return attr.value
+    return None
+
+
+class TTIRReader:
+    def __init__(self, text: str, context: Optional[ir.Context] = None):
+        self.text = text
+        self.context = context
+        self.env: dict[ir.Value, t.Value | Ptr] = {}
+        self.kernel_name = "<kernel>"
+
+    # -- entry -------------------------------------------------------------------------
+    def read(self) -> t.Kernel:
+        ctx = self.context or ir.Context()
+        ctx.allow_unregistered_dialects = True
+        with ctx, ir.Location.unknown():
+            try:
+                module = ir.Module.parse(self.text)
+            except ir.MLIRError as e:
+                raise InputError(f"TTIR does not parse: {e}") from None
+            funcs = [op for op in module.body.operations if op.operation.name == "tt.func"]
+            if len(funcs) != 1:
+                raise InputError(f"expected one tt.func in the TTIR module, found {len(funcs)}")
+            return self._read_func(funcs[0].operation)
+
+    def _read_func(self, func) -> t.Kernel:
+        self.kernel_name = ir.StringAttr(func.attributes["sym_name"]).value
+        block = func.regions[0].blocks[0]
+        params: list[t.Param] = []
+        body = t.Block()
+        self.block = body
+        zero64 = None
+        for i, arg in enumerate(block.arguments):
+            name = loc_name(arg.location) or f"arg{i}"
+            pointee = ptr_pointee(arg.type)
+            if pointee is not None:
+                p = t.Param(i, name, memory_dtype(pointee), True)
+                if zero64 is None:
+                    zero64 = self._emit(t.Constant(0, t.ScalarType("i64"))).result
+                self.env[arg] = Ptr(p, zero64)
+            else:
+                dtype = self._dtype(arg.type, func)
+                p = t.Param(i, name, dtype, False)
+                p.value = t.Value(t.ScalarType(dtype), None, name)
+                self.env[arg] = p.value
+            params.append(p)
+        self._read_ops(block, body)
+        return t.Kernel(self.kernel_name, params, body, source_loc(func.location))
+
+    # -- helpers -----------------------------------------------------------------------
+    def _unsupported(self, op, what: str = "") -> UnsupportedError:
+        name = op.name if hasattr(op, "name") else op.operation.name
+        msg = f"unsupported TTIR op '{name}'" + (f": {what}" if what else "")
+        return UnsupportedError(msg, kernel=self.kernel_name, loc=source_loc(op.location))
+
+    def _dtype(self, ty: ir.Type, op) -> str:
+        s = str(ty)
+        if s in t.INT_TYPES or s in t.FLOAT_TYPES:
+            return s
+        raise self._unsupported(op, f"element type {s}")
+
+    def _type(self, ty: ir.Type, op) -> t.Type:
+        if isinstance(ty, ir.RankedTensorType):
+            return t.TileType(tuple(ty.shape), self._dtype(ty.element_type, op))
+        return t.ScalarType(self._dtype(ty, op))
+
+    def _emit(self, op: t.Op) -> t.Op:
+        self.block.add(op)
+        return op
+
+    def _val(self, v: ir.Value, op) -> t.Value:
+        x = self.env[v]
+        if isinstance(x, Ptr):
+            raise self._unsupported(op, "pointer used as a value")
+        return x
+
+    def _get(self, v: ir.Value):
+        return self.env[v]
+
+    def _sext64(self, v: t.Value, loc: str) -> t.Value:
+        if v.dtype == "i64":
+            return v
+        return self._emit(t.Elementwise("arith.extsi", [v], t.with_dtype(v.type, "i64"), loc=loc)).result
+
+    def _zero_offsets(self, shape: tuple[int, ...], loc: str) -> t.Value:
+        ty = t.TileType(shape, "i64") if shape else t.ScalarType("i64")
+        return self._emit(t.Constant(0, ty, loc)).result
+
+    # -- walking -----------------------------------------------------------------------
+    def _read_ops(self, mblock, tblock: t.Block) -> list:
+        """Reads the ops of `mblock` into `tblock`; returns the terminator's operands."""
+        saved = self.block
+        self.block = tblock
+        try:
+            for op in mblock.operations:
+                name = op.operation.name
+                if name in ("tt.return", "scf.yield", "tt.reduce.return"):
+                    return [self._get(v) for v in op.operands]
+                self._read_op(op.operation, name)
+            return []
+        finally:
+            self.block = saved
+
+    def _read_op(self, op, name: str) -> None:
+        loc = source_loc(op.location)
+        handler = getattr(self, "_op_" + name.replace(".", "_"), None)
+        if handler is not None:
+            handler(op, loc)
+            return
+        if name in ELEMENTWISE_OPS or name in RENAMED_OPS:
+            self._elementwise(op, RENAMED_OPS.get(name, name), loc)
+            return
+        raise self._unsupported(op)
+
+    def _bind(self, op, tv: t.Value | Ptr) -> None:
+        self.env[op.results[0]] = tv
+
+    # -- arith / math --------------------------------------------------------------------
+    def _elementwise(self, op, opname: str, loc: str) -> None:
+        if opname == "arith.select" and isinstance(self._get(op.operands[1]), Ptr):
+            self._select_ptr(op, loc)
+            return
+        args = [self._val(v, op) for v in op.operands]
+        attrs = {}
+        if opname == "arith.cmpi":
+            attrs["predicate"] = CMPI_PREDICATES[_attr_int(op, "predicate")]
+        elif opname == "arith.cmpf":
+            attrs["predicate"] = CMPF_PREDICATES[_attr_int(op, "predicate")]
+        if len(op.results) != 1:
+            raise self._unsupported(op, "multi-result elementwise op")
+        ty = self._type(op.results[0].type, op)
+        self._bind(op, self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result)
+
+    def _select_ptr(self, op, loc: str) -> None:
+        cond = self._val(op.operands[0], op)
+        a, b = self._get(op.operands[1]), self._get(op.operands[2])
+        if a.buffer is not b.buffer:
+            raise self._unsupported(op, "select between pointers into different arguments")
+        off = t.Elementwise("arith.select", [cond, a.offsets, b.offsets], a.offsets.type, loc=loc)
+        self._bind(op, Ptr(a.buffer, self._emit(off).result))
+
+    def _op_arith_constant(self, op, loc: str) -> None:
+        ty = self._type(op.results[0].type, op)
+        value = _scalar_of_attr(op.attributes["value"], ty.dtype)
+        if value is None:
+            raise self._unsupported(op, "non-splat dense constant")
+        self._bind(op, self._emit(t.Constant(value, ty, loc)).result)
+
+    # -- program ids and ranges -------------------------------------------------------------
+    def _op_tt_get_program_id(self, op, loc: str) -> None:
+        self._bind(op, self._emit(t.ProgramId(_attr_int(op, "axis"), loc)).result)
+
+    def _op_tt_get_num_programs(self, op, loc: str) -> None:
+        self._bind(op, self._emit(t.NumPrograms(_attr_int(op, "axis"), loc)).result)
+
+    def _op_tt_make_range(self, op, loc: str) -> None:
+        start, end = _attr_int(op, "start"), _attr_int(op, "end")
+        self._bind(op, self._emit(t.MakeRange(start, end, loc)).result)
+
+    # -- shape ops (on values and on pointers alike) -------------------------------------------
+    def _shape_op(self, op, loc: str, make) -> None:
+        src = self._get(op.operands[0])
+        rty = op.results[0].type
+        if isinstance(src, Ptr):
+            shape = tuple(ir.RankedTensorType(rty).shape)
+            new = make(src.offsets, t.TileType(shape, "i64"))
+            self._bind(op, Ptr(src.buffer, self._emit(new).result))
+        else:
+            self._bind(op, self._emit(make(src, self._type(rty, op))).result)
+
+    def _op_tt_splat(self, op, loc: str) -> None:
+        self._shape_op(op, loc, lambda v, ty: t.Splat(v, ty, loc))
+
+    def _op_tt_broadcast(self, op, loc: str) -> None:
+        self._shape_op(op, loc, lambda v, ty: t.Broadcast(v, ty, loc))
+
+    def _op_tt_expand_dims(self, op, loc: str) -> None:
+        axis = _attr_int(op, "axis")
+        self._shape_op(op, loc, lambda v, ty: t.ExpandDims(v, axis, ty, loc))
+
+    def _op_tt_reshape(self, op, loc: str) -> None:
+        if "allow_reorder" in op.attributes and ir.BoolAttr(op.attributes["allow_reorder"]).value:
+            # allow_reorder lets the compiler pick any element order; row-major is one valid choice.
+            pass
+        self._shape_op(op, loc, lambda v, ty: t.Reshape(v, ty, loc))
+
+    def _op_tt_trans(self, op, loc: str) -> None:
+        order = tuple(ir.DenseI32ArrayAttr(op.attributes["order"]))
+        self._shape_op(op, loc, lambda v, ty: t.Trans(v, order, ty, loc))
+
+    # -- pointers --------------------------------------------------------------------------
+    def _op_tt_addptr(self, op, loc: str) -> None:
+        base = self._get(op.operands[0])
+        if not isinstance(base, Ptr):
+            raise self._unsupported(op, "base is not a pointer")
+        off = self._sext64(self._val(op.operands[1], op), loc)
+        new = t.Elementwise("arith.addi", [base.offsets, off], off.type, loc=loc)
+        self._bind(op, Ptr(base.buffer, self._emit(new).result))
+
+    def _op_tt_load(self, op, loc: str) -> None:
+        seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        operands = list(op.operands)
+        ptr = self._get(operands[0])
+        if not isinstance(ptr, Ptr):
+            raise self._unsupported(op, "load from a block pointer or descriptor")
+        mask = self._val(operands[1], op) if seg[1] else None
+        other = self._val(operands[1 + seg[1]], op) if seg[2] else None
+        if "boundaryCheck" in op.attributes and len(ir.DenseI32ArrayAttr(op.attributes["boundaryCheck"])):
+            raise self._unsupported(op, "boundary-checked load")
+        ty = self._type(op.results[0].type, op)
+        if ty.dtype == "i1":
+            self._bind(op, self._load_bool(ptr, mask, other, ty, loc))
+            return
+        self._bind(op, self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, ty, loc)).result)
+
+    def _load_bool(self, ptr: Ptr, mask, other, ty: t.Type, loc: str) -> t.Value:
+        byte_ty = t.with_dtype(ty, "i8")
+        if other is not None:
+            other = self._emit(t.Elementwise("arith.extui", [other], byte_ty, loc=loc)).result
+        raw = self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, byte_ty, loc)).result
+        zero = self._emit(t.Constant(0, byte_ty, loc)).result
+        return self._emit(t.Elementwise("arith.cmpi", [raw, zero], ty, {"predicate": "ne"}, loc)).result
+
+    def _op_tt_store(self, op, loc: str) -> None:
+        operands = list(op.operands)
+        ptr = self._get(operands[0])
+        if not isinstance(ptr, Ptr):
+            raise self._unsupported(op, "store to a block pointer or descriptor")
+        value = self._val(operands[1], op)
+        mask = self._val(operands[2], op) if len(operands) > 2 else None
+        if "boundaryCheck" in op.attributes and len(ir.DenseI32ArrayAttr(op.attributes["boundaryCheck"])):
+            raise self._unsupported(op, "boundary-checked store")
+        if value.dtype == "i1":
+            value = self._emit(t.Elementwise("arith.extui", [value], t.with_dtype(value.type, "i8"),
+                                             loc=loc)).result
+        self._emit(t.Store(ptr.buffer, ptr.offsets, value, mask, loc))
+
+    # -- compute -----------------------------------------------------------------------------
+    def _op_tt_reduce(self, op, loc: str) -> None:
+        srcs = [self._val(v, op) for v in op.operands]
+        axis = _attr_int(op, "axis")
+        combiner = self._scalar_region(op, op.regions[0].blocks[0])
+        types = [self._type(r.type, op) for r in op.results]
+        red = self._emit(t.Reduce(srcs, axis, combiner, types, loc))
+        for r, tv in zip(op.results, red.results):
+            self.env[r] = tv
+
+    def _scalar_region(self, op, mblock) -> t.Block:
+        blk = t.Block()
+        for a in mblock.arguments:
+            v = t.Value(self._type(a.type, op), blk)
+            blk.args.append(v)
+            self.env[a] = v
+        yields = self._read_ops(mblock, blk)
+        for y in yields:
+            if isinstance(y, Ptr):
+                raise self._unsupported(op, "pointer yielded from a combiner")
+        blk.yields = yields
+        return blk
+
+    def _op_tt_dot(self, op, loc: str) -> None:
+        a, b, c = (self._val(v, op) for v in op.operands)
+        if len(a.shape) != 2:
+            raise self._unsupported(op, "batched (3-D) tl.dot")
+        self._bind(op, self._emit(t.Dot(a, b, c, loc)).result)
+
+    # -- control flow ------------------------------------------------------------------------
+    def _carried(self, op, inits: list) -> tuple[list[t.Value], list[Optional[t.Param]]]:
+        """Pointer inits become their offsets; remembers which slots carry pointers."""
+        vals, bufs = [], []
+        for x in inits:
+            if isinstance(x, Ptr):
+                vals.append(x.offsets)
+                bufs.append(x.buffer)
+            else:
+                vals.append(x)
+                bufs.append(None)
+        return vals, bufs
+
+    def _yielded(self, op, yields: list, bufs: list) -> list[t.Value]:
+        out = []
+        for y, buf in zip(yields, bufs):
+            if isinstance(y, Ptr):
+                if y.buffer is not buf:
+                    raise self._unsupported(op, "loop-carried pointer changes its base argument")
+                out.append(y.offsets)
+            else:
+                if buf is not None:
+                    raise self._unsupported(op, "loop-carried value mixes pointers and integers")
+                out.append(y)
+        return out
+
+    def _op_scf_for(self, op, loc: str) -> None:
+        operands = list(op.operands)
+        lb, ub, step = (self._val(v, op) for v in operands[:3])
+        inits, bufs = self._carried(op, [self._get(v) for v in operands[3:]])
+        mblock = op.regions[0].blocks[0]
+        body = t.Block()
+        margs = list(mblock.arguments)
+        iv = t.Value(lb.type, body, "iv")
+        body.args.append(iv)
+        self.env[margs[0]] = iv
+        for a, init, buf in zip(margs[1:], inits, bufs):
+            v = t.Value(init.type, body, "it")
+            body.args.append(v)
+            self.env[a] = Ptr(buf, v) if buf is not None else v
+        body.yields = self._yielded(op, self._read_ops(mblock, body), bufs)
+        for y, init in zip(body.yields, inits):
+            if y.type != init.type:
+                raise self._unsupported(op, "loop-carried value changes type")
+        f = self._emit(t.For(lb, ub, step, inits, body, loc))
+        for r, tv, buf in zip(op.results, f.results, bufs):
+            self.env[r] = Ptr(buf, tv) if buf is not None else tv
+
+    def _op_scf_if(self, op, loc: str) -> None:
+        cond = self._val(op.operands[0], op)
+        then_b, else_b = t.Block(), t.Block()
+        then_y = self._read_ops(op.regions[0].blocks[0], then_b)
+        else_y = self._read_ops(op.regions[1].blocks[0], else_b) if len(op.regions[1].blocks) else []
+        if len(then_y) != len(op.results) or len(else_y) != len(op.results):
+            raise self._unsupported(op, "scf.if without matching yields")
+        tv, bufs = self._carried(op, then_y)
+        ev = self._yielded(op, else_y, bufs)
+        then_b.yields, else_b.yields = tv, ev
+        types = [v.type for v in tv]
+        for a, b in zip(tv, ev):
+            if a.type != b.type:
+                raise self._unsupported(op, "branches yield different types")
+        iff = self._emit(t.If(cond, then_b, else_b, types, loc))
+        for r, v, buf in zip(op.results, iff.results, bufs):
+            self.env[r] = Ptr(buf, v) if buf is not None else v
+
+
+def read_ttir(text: str) -> t.Kernel:
+    """Parses generic-form TTIR text into a tile program."""
+    return TTIRReader(text).read()

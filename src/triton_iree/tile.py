@@ -1,0 +1,375 @@
+"""The tile program: the one IR between the readers and the emitter.
+
+A tile program is one Triton program instance, written over static-shape tiles and scalars.
+It has the semantics of TTIR with one change: there are no pointer values. Every pointer is a
+buffer (a pointer parameter of the kernel) plus an integer *element offset* (an i64 scalar or
+tile). So ``tl.load(x_ptr + offs)`` is ``Load(buffer=x_ptr, offsets=sext(offs))``.
+
+Readers (TTIR, triton-shared's memref IR) produce it; analyses (pointer and mask analysis,
+liveness) read it and return facts about it; the emitter lowers it to IREE's input form.
+Ops carry the source location of the Triton line they came from.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Iterator, Optional, Sequence
+
+INT_TYPES = ("i1", "i8", "i16", "i32", "i64")
+FLOAT_TYPES = ("f16", "bf16", "f32", "f64", "f8E4M3FN", "f8E5M2")
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_TYPES
+
+
+def bitwidth(dtype: str) -> int:
+    return {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "f16": 16, "bf16": 16,
+            "f32": 32, "f64": 64, "f8E4M3FN": 8, "f8E5M2": 8}[dtype]
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    dtype: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return ()
+
+    def mlir(self) -> str:
+        return self.dtype
+
+
+@dataclass(frozen=True)
+class TileType:
+    shape: tuple[int, ...]
+    dtype: str
+
+    def mlir(self) -> str:
+        return f"tensor<{'x'.join(map(str, self.shape))}x{self.dtype}>" if self.shape else \
+            f"tensor<{self.dtype}>"
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+Type = ScalarType | TileType
+
+
+def with_dtype(ty: Type, dtype: str) -> Type:
+    return TileType(ty.shape, dtype) if isinstance(ty, TileType) else ScalarType(dtype)
+
+
+_ids = itertools.count()
+
+
+class Value:
+    """An SSA value: the result of an op, or a block argument."""
+    __slots__ = ("type", "owner", "id", "hint")
+
+    def __init__(self, type: Type, owner: "Op | Block | None" = None, hint: str = ""):
+        self.type = type
+        self.owner = owner
+        self.id = next(_ids)
+        self.hint = hint
+
+    @property
+    def is_tile(self) -> bool:
+        return isinstance(self.type, TileType)
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    def __repr__(self) -> str:
+        return f"%{self.hint or 'v'}{self.id}:{self.type.mlir()}"
+
+
+@dataclass(eq=False)
+class Block:
+    """A region with one block: arguments, ops, and the values it yields."""
+    args: list[Value] = field(default_factory=list)
+    ops: list["Op"] = field(default_factory=list)
+    yields: list[Value] = field(default_factory=list)
+
+    def add(self, op: "Op") -> "Op":
+        self.ops.append(op)
+        return op
+
+    def walk(self) -> Iterator["Op"]:
+        for op in self.ops:
+            yield op
+            for region in op.regions():
+                yield from region.walk()
+
+
+@dataclass(eq=False)
+class Param:
+    """A kernel parameter. Pointer parameters are buffers; the rest are scalars."""
+    index: int
+    name: str
+    dtype: str           # element type for buffers, value type for scalars
+    is_buffer: bool
+    value: Optional[Value] = None  # the scalar's SSA value (scalars only)
+
+
+class Op:
+    """Base class. Subclasses list their operand fields in ``_operands``."""
+    _operands: tuple[str, ...] = ()
+    results: list[Value]
+    loc: str
+
+    def _init(self, types: Sequence[Type], loc: str, hint: str = "") -> None:
+        self.results = [Value(t, self, hint) for t in types]
+        self.loc = loc
+
+    @property
+    def result(self) -> Value:
+        assert len(self.results) == 1, self
+        return self.results[0]
+
+    def operands(self) -> list[Value]:
+        out: list[Value] = []
+        for name in self._operands:
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, (list, tuple)):
+                out.extend(v)
+            else:
+                out.append(v)
+        return out
+
+    def regions(self) -> list[Block]:
+        return []
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(map(repr, self.operands()))}) -> {self.results}"
+
+
+class Constant(Op):
+    """A scalar constant, or a tile with every element equal to `value`."""
+
+    def __init__(self, value: int | float | bool, type: Type, loc: str = ""):
+        self.value = value
+        self._init([type], loc)
+
+
+class ProgramId(Op):
+    def __init__(self, axis: int, loc: str = ""):
+        self.axis = axis
+        self._init([ScalarType("i32")], loc, "pid")
+
+
+class NumPrograms(Op):
+    def __init__(self, axis: int, loc: str = ""):
+        self.axis = axis
+        self._init([ScalarType("i32")], loc, "nprog")
+
+
+class MakeRange(Op):
+    def __init__(self, start: int, end: int, loc: str = ""):
+        self.start, self.end = start, end
+        self._init([TileType((end - start,), "i32")], loc, "range")
+
+
+class Splat(Op):
+    _operands = ("src",)
+
+    def __init__(self, src: Value, type: TileType, loc: str = ""):
+        self.src = src
+        self._init([type], loc)
+
+
+class Broadcast(Op):
+    """Grows size-1 dims of `src` to the result shape (same rank)."""
+    _operands = ("src",)
+
+    def __init__(self, src: Value, type: TileType, loc: str = ""):
+        self.src = src
+        self._init([type], loc)
+
+
+class ExpandDims(Op):
+    _operands = ("src",)
+
+    def __init__(self, src: Value, axis: int, type: TileType, loc: str = ""):
+        self.src, self.axis = src, axis
+        self._init([type], loc)
+
+
+class Reshape(Op):
+    """Row-major reshape (tt.reshape without `allow_reorder`)."""
+    _operands = ("src",)
+
+    def __init__(self, src: Value, type: TileType, loc: str = ""):
+        self.src = src
+        self._init([type], loc)
+
+
+class Trans(Op):
+    """Permutes dims: result dim i is source dim order[i]."""
+    _operands = ("src",)
+
+    def __init__(self, src: Value, order: tuple[int, ...], type: TileType, loc: str = ""):
+        self.src, self.order = src, order
+        self._init([type], loc)
+
+
+class Elementwise(Op):
+    """An arith/math op applied elementwise (scalars or same-shape tiles).
+
+    `opname` is the MLIR op name (``arith.addf``, ``math.exp``, ``arith.cmpi``...);
+    `attrs` holds its inherent attributes as MLIR text (``{"predicate": "slt"}``).
+    """
+    _operands = ("args",)
+
+    def __init__(self, opname: str, args: Sequence[Value], type: Type, attrs: dict | None = None,
+                 loc: str = ""):
+        self.opname = opname
+        self.args = list(args)
+        self.attrs = dict(attrs or {})
+        self._init([type], loc)
+
+    @property
+    def name(self) -> str:
+        return self.opname
+
+
+class Reduce(Op):
+    """tt.reduce: combines `srcs` along `axis` with the scalar `combiner` region.
+
+    The combiner's block takes (lhs..., rhs...) scalars and yields the combined values.
+    """
+    _operands = ("srcs",)
+
+    def __init__(self, srcs: Sequence[Value], axis: int, combiner: Block, types: Sequence[Type],
+                 loc: str = ""):
+        self.srcs = list(srcs)
+        self.axis = axis
+        self.combiner = combiner
+        self._init(types, loc)
+
+    def regions(self) -> list[Block]:
+        return [self.combiner]
+
+
+class Dot(Op):
+    """acc + a @ b on 2-D tiles; products and sums in the accumulator's type."""
+    _operands = ("a", "b", "acc")
+
+    def __init__(self, a: Value, b: Value, acc: Value, loc: str = ""):
+        self.a, self.b, self.acc = a, b, acc
+        self._init([acc.type], loc, "dot")
+
+
+class Load(Op):
+    """Loads `buffer[offsets]` where `mask` holds; `other` elsewhere (undefined if None)."""
+    _operands = ("offsets", "mask", "other")
+
+    def __init__(self, buffer: Param, offsets: Value, mask: Optional[Value], other: Optional[Value],
+                 type: Type, loc: str = ""):
+        self.buffer, self.offsets, self.mask, self.other = buffer, offsets, mask, other
+        self._init([type], loc, buffer.name)
+
+
+class Store(Op):
+    """Stores `value` into `buffer[offsets]` where `mask` holds."""
+    _operands = ("offsets", "value", "mask")
+
+    def __init__(self, buffer: Param, offsets: Value, value: Value, mask: Optional[Value],
+                 loc: str = ""):
+        self.buffer, self.offsets, self.value, self.mask = buffer, offsets, value, mask
+        self._init([], loc)
+
+
+class For(Op):
+    """scf.for: body args are (iv, *iter_args); the body yields the next iter_args."""
+    _operands = ("lb", "ub", "step", "inits")
+
+    def __init__(self, lb: Value, ub: Value, step: Value, inits: Sequence[Value], body: Block,
+                 loc: str = ""):
+        self.lb, self.ub, self.step = lb, ub, step
+        self.inits = list(inits)
+        self.body = body
+        self._init([v.type for v in self.inits], loc)
+
+    @property
+    def iv(self) -> Value:
+        return self.body.args[0]
+
+    @property
+    def iter_args(self) -> list[Value]:
+        return self.body.args[1:]
+
+    def regions(self) -> list[Block]:
+        return [self.body]
+
+
+class If(Op):
+    _operands = ("cond",)
+
+    def __init__(self, cond: Value, then: Block, otherwise: Block, types: Sequence[Type],
+                 loc: str = ""):
+        self.cond = cond
+        self.then, self.otherwise = then, otherwise
+        self._init(types, loc)
+
+    def regions(self) -> list[Block]:
+        return [self.then, self.otherwise]
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One Triton program: parameters and the body every program instance runs."""
+    name: str
+    params: list[Param]
+    body: Block
+    loc: str = ""
+
+    @property
+    def buffers(self) -> list[Param]:
+        return [p for p in self.params if p.is_buffer]
+
+    @property
+    def scalars(self) -> list[Param]:
+        return [p for p in self.params if not p.is_buffer]
+
+    def walk(self) -> Iterator[Op]:
+        return self.body.walk()
+
+    def stored_buffers(self) -> list[Param]:
+        """Buffers the kernel writes, in parameter order."""
+        written = {id(op.buffer) for op in self.walk() if isinstance(op, Store)}
+        return [p for p in self.buffers if id(p) in written]
+
+
+def uses(kernel_or_block: Kernel | Block) -> dict[int, list[Op]]:
+    """Maps each value id to the ops that use it (yields count as uses by the owning op)."""
+    block = kernel_or_block.body if isinstance(kernel_or_block, Kernel) else kernel_or_block
+    out: dict[int, list[Op]] = {}
+
+    def visit(b: Block, owner: Optional[Op]) -> None:
+        for op in b.ops:
+            for v in op.operands():
+                out.setdefault(v.id, []).append(op)
+            for r in op.regions():
+                visit(r, op)
+        if owner is not None:
+            for v in b.yields:
+                out.setdefault(v.id, []).append(owner)
+
+    visit(block, None)
+    return out
