@@ -32,6 +32,8 @@ from .errors import UnsupportedError
 
 _INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi",
              "arith.floordivsi"}
+# Ops recomputed inside each consumer rather than read from a materialized tensor.
+_CHEAP_OPS = (t.Constant, t.Splat, t.MakeRange, t.Broadcast, t.ExpandDims, t.Trans)
 _CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.extf", "arith.truncf",
           "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
 
@@ -308,7 +310,7 @@ class Emitter:
                 needed = op.operands()
             else:
                 needed = []
-            for v in needed:
+            for v in {v.id: v for v in needed}.values():   # x * x is one use of x
                 counts[v.id] = counts.get(v.id, 0) + 1
             for r in op.regions():
                 for y in r.yields:
@@ -323,7 +325,7 @@ class Emitter:
             if isinstance(self.facts.access(op), StructuredAccess):
                 return True
             return self._use_counts.get(v.id, 0) > 1 or id(op.buffer) in self.written_ids
-        if isinstance(op, (t.Constant, t.Splat, t.MakeRange, t.Broadcast, t.ExpandDims, t.Trans)):
+        if isinstance(op, _CHEAP_OPS):
             return False
         if isinstance(op, t.Elementwise):
             return self._use_counts.get(v.id, 0) > 1 and t.is_float(v.dtype)
@@ -503,7 +505,7 @@ class Emitter:
         e = self.tensor_entry(v)
         if e.dims == tuple(range(len(v.shape))):
             return e.name
-        name = self._generic_map(v)
+        name = self._generic_map(v, root=False)
         self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
         return name
 
@@ -526,14 +528,13 @@ class Emitter:
         u = self._uniform_scalar_name(v) if isinstance(op, (t.Constant, t.Splat)) else None
         if u is not None:
             return self._fill(u, v.type)
-        if isinstance(op, t.Load) and isinstance(self.facts.access(op), GatherAccess):
-            return self._generic_map(v, force_inline=True)
-        return self._generic_map(v)
+        return self._generic_map(v, root=True)
 
-    def _generic_map(self, v: t.Value, force_inline: bool = False) -> str:
+    def _generic_map(self, v: t.Value, root: bool) -> str:
+        """A linalg.generic computing all of `v`: its own op if `root`, else from its tensor."""
         rank = len(v.shape)
         body = _Body(rank)
-        res = self._elem(body, v, tuple(range(rank)), root=force_inline)
+        res = self._elem(body, v, tuple(range(rank)), root=root)
         e = self.fresh("e")
         self.w(f"{e} = tensor.empty() : {v.type.mlir()}")
         out = self.fresh("g")
@@ -618,7 +619,8 @@ class Emitter:
         if key in body.memo:
             return body.memo[key]
         op = v.owner
-        if not root and (self.lookup(("t", v.id)) is not None or self._is_leaf(v)):
+        cheap = isinstance(op, _CHEAP_OPS)
+        if not root and ((not cheap and self.lookup(("t", v.id)) is not None) or self._is_leaf(v)):
             r = self._leaf_arg(body, v, view)
             body.memo[key] = r
             return r
@@ -1162,17 +1164,37 @@ class Emitter:
         self.bind(("t", op.result.id), _Tensor(cur, tuple(range(len(rt_.shape))), rt_.mlir()))
 
     # -- control flow ------------------------------------------------------------------------
-    def _carried_value(self, v: t.Value) -> tuple[str, str]:
-        """(ssa name, type) of a value passed into / out of a region."""
-        if v.is_tile:
-            return self.tensor(v), v.type.mlir()
-        return self.scalar(v), v.dtype
+    # Tiles cross region boundaries (loop iter_args and results, scf.if results) as vectors,
+    # not tensors: IREE's codegen rewrites elementwise generics in ways that break in-place
+    # bufferization of tensor iter_args, and cannot join buffers of different kinds (a slice
+    # of a binding and a stack tile) at an scf.if. Vectors have no buffers to reconcile.
+    @staticmethod
+    def _vector_type(v: t.Value) -> str:
+        return f"vector<{'x'.join(map(str, v.shape))}x{v.dtype}>"
 
-    def _bind_value(self, v: t.Value, name: str) -> None:
-        if v.is_tile:
-            self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
-        else:
+    def _region_value(self, v: t.Value) -> tuple[str, str]:
+        """(ssa name, type) of `v` as it crosses into or out of a region."""
+        if not v.is_tile:
+            return self.scalar(v), v.dtype
+        src = self.tensor(v)
+        zeros = ", ".join(self.idx(0) for _ in v.shape)
+        inb = ", ".join("true" for _ in v.shape)
+        r = self.fresh("vec")
+        self.w(f"{r} = vector.transfer_read {src}[{zeros}], {self.const(0, v.dtype)} {{in_bounds = [{inb}]}} : "
+               f"{v.type.mlir()}, {self._vector_type(v)}")
+        return r, self._vector_type(v)
+
+    def _bind_region_value(self, v: t.Value, name: str) -> None:
+        if not v.is_tile:
             self.bind(("s", v.id), name)
+            return
+        zeros = ", ".join(self.idx(0) for _ in v.shape)
+        inb = ", ".join("true" for _ in v.shape)
+        e, r = self.fresh("e"), self.fresh("tile")
+        self.w(f"{e} = tensor.empty() : {v.type.mlir()}")
+        self.w(f"{r} = vector.transfer_write {name}, {e}[{zeros}] {{in_bounds = [{inb}]}} : "
+               f"{self._vector_type(v)}, {v.type.mlir()}")
+        self.bind(("t", v.id), _Tensor(r, tuple(range(len(v.shape))), v.type.mlir()))
 
     def _for(self, op: t.For) -> None:
         live = self.facts.live
@@ -1181,7 +1203,7 @@ class Emitter:
         offsets = [j for j in range(len(op.inits)) if (id(op), j) in self.facts.carried_used]
         inits, types = [], []
         for j in keep:
-            n, ty = self._carried_value(op.inits[j])
+            n, ty = self._region_value(op.inits[j])
             inits.append(n)
             types.append(ty)
         for j in offsets:
@@ -1197,18 +1219,19 @@ class Emitter:
         suffix = f" : {ivty}" if ivty != "index" else ""
         if nres:
             iters = ", ".join(f"{a} = {i}" for a, i in zip(args, inits))
-            self.w(f"{lhs}scf.for {iv} = {lb} to {ub} step {step} iter_args({iters}) -> ({', '.join(types)}){suffix} {{")
+            self.w(f"{lhs}scf.for {iv} = {lb} to {ub} step {step} iter_args({iters}) -> "
+                   f"({', '.join(types)}){suffix} {{")
         else:
             self.w(f"scf.for {iv} = {lb} to {ub} step {step}{suffix} {{")
         self.indent += 1
         self.scopes.append({})
         self.bind(("s", op.iv.id), iv)
         for j, a in zip(keep, args):
-            self._bind_value(op.iter_args[j], a)
+            self._bind_region_value(op.iter_args[j], a)
         for j, a in zip(offsets, args[len(keep):]):
             self.bind(Carried(op, j, "arg").key(), a)
         self._block(op.body)
-        ys = [self._carried_value(op.body.yields[j])[0] for j in keep]
+        ys = [self._region_value(op.body.yields[j])[0] for j in keep]
         for j, a in zip(offsets, args[len(keep):]):
             step_p = self.facts.loop_offsets[(id(op), j)].step
             ys.append(self._binop("arith.addi", a, self.poly(step_p)))
@@ -1219,14 +1242,15 @@ class Emitter:
         self.w("}")
         names = [res] if nres == 1 else [f"{res}#{i}" for i in range(nres)]
         for j, n in zip(keep, names):
-            self._bind_value(op.results[j], n)
+            self._bind_region_value(op.results[j], n)
         for j, n in zip(offsets, names[len(keep):]):
             self.bind(Carried(op, j, "result").key(), n)
 
     def _if(self, op: t.If) -> None:
         live = self.facts.live
         keep = [j for j in range(len(op.results)) if op.results[j].id in live]
-        types = [op.results[j].type.mlir() if op.results[j].is_tile else op.results[j].dtype for j in keep]
+        types = [self._vector_type(op.results[j]) if op.results[j].is_tile else op.results[j].dtype
+                 for j in keep]
         cond = self.scalar(op.cond)
         res = self.fresh("if") if keep else None
         lhs = f"{res}:{len(keep)} = " if len(keep) > 1 else (f"{res} = " if keep else "")
@@ -1238,14 +1262,14 @@ class Emitter:
             self.scopes.append({})
             self._block(blk)
             if keep:
-                ys = [self._carried_value(blk.yields[j])[0] for j in keep]
+                ys = [self._region_value(blk.yields[j])[0] for j in keep]
                 self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
             self.scopes.pop()
             self.indent -= 1
         self.w("}")
         names = [res] if len(keep) == 1 else [f"{res}#{i}" for i in range(len(keep))]
         for j, n in zip(keep, names):
-            self._bind_value(op.results[j], n)
+            self._bind_region_value(op.results[j], n)
 
 
 def emit_module(kernel: t.Kernel, facts: Facts) -> str:
