@@ -46,11 +46,26 @@ class Device:
 _devices: dict[str, Device] = {}
 _lock = threading.Lock()
 
+# Triton tiles live on the stack of IREE's CPU worker threads (a 64x64 f32 tile is 16 KiB,
+# and LLVM spills vector tiles there too); IREE's default of 128 KiB is too small for them.
+# The compiler is told a smaller limit (compile.CPU_STACK_LIMIT), so that a kernel needing
+# more fails to compile instead of overflowing at run time.
+CPU_WORKER_STACK_BYTES = 64 << 20
+_flags_set = False
+
+
+def _set_runtime_flags() -> None:
+    global _flags_set
+    if not _flags_set:
+        rt.flags.parse_flags(f"--task_worker_stack_size={CPU_WORKER_STACK_BYTES}")
+        _flags_set = True
+
 
 def get_device(driver: str) -> Device:
     with _lock:
         dev = _devices.get(driver)
         if dev is None:
+            _set_runtime_flags()
             instance = rt.VmInstance()
             try:
                 device = rt.get_driver(driver).create_default_device()

@@ -1,0 +1,99 @@
+"""The `triton-iree` command line.
+
+User mistakes (bad input, unsupported constructs, compile failures) print one line to stderr
+and exit non-zero; tracebacks are for triton-iree's own bugs.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .errors import TritonIreeError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="triton-iree",
+        description="Run Triton kernels through IREE. Installing the package registers a Triton "
+                    "backend, so kernel[grid](...) runs on IREE's llvm-cpu target; this command "
+                    "works on IR files.")
+    p.add_argument("--version", action="version", version=f"triton-iree {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    prep = sub.add_parser("prepare", help="make triton-shared's linalg+memref output compilable by iree-compile")
+    prep.add_argument("input", help="triton-shared MLIR file ('-' for stdin)")
+    prep.add_argument("-o", "--output", default="-", help="output MLIR file (default: stdout)")
+    prep.add_argument("--print-flags", action="store_true",
+                      help="print the iree-compile flags for llvm-cpu to stderr")
+
+    comp = sub.add_parser("compile", help="prepare + iree-compile a triton-shared MLIR file to a .vmfb")
+    comp.add_argument("input", help="triton-shared MLIR file ('-' for stdin)")
+    comp.add_argument("-o", "--output", required=True, help="output .vmfb")
+    comp.add_argument("--target", default="llvm-cpu", choices=["llvm-cpu", "cuda", "hip", "vulkan"])
+    comp.add_argument("--arch", default=None, help="GPU architecture (e.g. sm_80, gfx942, ampere)")
+    comp.add_argument("--print-command", action="store_true", help="print the iree-compile command line")
+    return p
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise SystemExit(f"triton-iree: error: cannot read {path}: {e.strerror}")
+
+
+def _write(path: str, data: str | bytes) -> None:
+    if path == "-":
+        sys.stdout.write(data if isinstance(data, str) else data.decode())
+        return
+    try:
+        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+    except OSError as e:
+        raise SystemExit(f"triton-iree: error: cannot write {path}: {e.strerror}")
+
+
+def _cmd_prepare(args) -> None:
+    from . import compile as iree_compile
+    from .ttshared import prepare
+    out = prepare(_read(args.input))
+    _write(args.output, out)
+    if args.print_flags:
+        print(" ".join(iree_compile.flags(iree_compile.make_target("llvm-cpu"))), file=sys.stderr)
+
+
+def _cmd_compile(args) -> None:
+    import shlex
+
+    from . import compile as iree_compile
+    from .ttshared import prepare
+    target = iree_compile.make_target(args.target, arch=args.arch)
+    module = prepare(_read(args.input))
+    if args.print_command:
+        print(" ".join(shlex.quote(c) for c in iree_compile.command_line(target, "<prepared>.mlir", args.output)),
+              file=sys.stderr)
+    vmfb = iree_compile.compile_module(module, target, name="prepared", use_cache=False)
+    _write(args.output, vmfb)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        {"prepare": _cmd_prepare, "compile": _cmd_compile}[args.command](args)
+    except TritonIreeError as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"triton-iree: error: {first}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
