@@ -191,3 +191,98 @@ def run_scale_shift_2d(x, scale, shift, out=None, BLOCK_M=16, BLOCK_N=32):
 
 def ref_scale_shift_2d(x, scale, shift):
     return x * scale + shift
+
+
+# --- more constructs: each exercises one path of the pipeline ----------------------------
+
+@triton.jit
+def gather_kernel(x_ptr, idx_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out[i] = x[idx[i]]: offsets loaded from memory, so the load is a gather."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    idx = tl.load(idx_ptr + offs, mask=mask, other=0)
+    tl.store(out_ptr + offs, tl.load(x_ptr + idx, mask=mask), mask=mask)
+
+
+@triton.jit
+def scatter_kernel(x_ptr, idx_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out[idx[i]] = x[i] * 2: offsets loaded from memory, so the store is a scatter."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    idx = tl.load(idx_ptr + offs, mask=mask, other=0)
+    tl.store(out_ptr + idx, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+@triton.jit
+def mod_div_index_kernel(x_ptr, out_ptr, xnumel, COLS: tl.constexpr, XBLOCK: tl.constexpr):
+    """Inductor-style indexing with // and %: out[r, c] = x[c, r] for an (R, COLS) output."""
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    r = xindex // COLS
+    c = xindex % COLS
+    rows = xnumel // COLS
+    v = tl.load(x_ptr + (c * rows + r), xmask)
+    tl.store(out_ptr + xindex, v, xmask)
+
+
+@triton.jit
+def row_sum_kernel(x_ptr, out_ptr, M, N, stride_m, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Sums each row of a 2-D tile (a reduction along axis 1)."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None] * stride_m + rn[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + rm, tl.sum(x, axis=1), mask=rm < M)
+
+
+@triton.jit
+def argmax_kernel(x_ptr, out_idx_ptr, out_val_ptr, N, stride, BLOCK: tl.constexpr):
+    """Per-row argmax and max: a reduction with two operands."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + cols, mask=cols < N, other=-float("inf"))
+    val, idx = tl.max(x, axis=0, return_indices=True)
+    tl.store(out_idx_ptr + row, idx)
+    tl.store(out_val_ptr + row, val)
+
+
+@triton.jit
+def scalar_io_kernel(x_ptr, out_ptr, scale, offset_i64, FLAG: tl.constexpr):
+    """Scalar loads and stores, f32 and i64 scalar arguments, program ids on three axes."""
+    pid = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0) + \
+        tl.program_id(2) * tl.num_programs(0) * tl.num_programs(1)
+    v = tl.load(x_ptr + pid)
+    if FLAG:
+        v = v * scale
+    tl.store(out_ptr + pid, v + offset_i64.to(tl.float32))
+
+
+@triton.jit
+def where_int_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Integer arithmetic, comparisons and tl.where on i32 data."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0)
+    y = tl.load(y_ptr + offs, mask=m, other=1)
+    r = tl.where(x > y, x - y, (x * 3) ^ y)
+    r = tl.maximum(r, -5) + (x // tl.where(y == 0, 1, y))
+    tl.store(out_ptr + offs, r, mask=m)
+
+
+@triton.jit
+def bool_mask_kernel(x_ptr, keep_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Loads a torch.bool tensor (bytes in memory) and uses it as a mask."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    keep = tl.load(keep_ptr + offs, mask=m, other=0) != 0
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, tl.where(keep, x, 0.0), mask=m)
+    tl.store(keep_ptr + offs, x > 0, mask=m)
+
+
+@triton.jit
+def inplace_rmw_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    """Reads and writes the same buffer: x = x * 2 + 1."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2 + 1, mask=m)

@@ -51,6 +51,15 @@ def make_target(name: str = "llvm-cpu", *, cpu: str = "host", arch: Optional[str
     raise ValueError(f"unknown target '{name}' (expected llvm-cpu, cuda, hip or vulkan)")
 
 
+def target_of(gpu_target) -> Target:
+    """The IREE target a Triton GPUTarget names: 'cpu' is llvm-cpu; 'iree' carries
+    '<target>[:<arch>]' in its arch field."""
+    if gpu_target.backend == "cpu":
+        return make_target("llvm-cpu")
+    name, _, arch = str(gpu_target.arch).partition(":")
+    return make_target(name, arch=arch or None)
+
+
 def iree_version() -> str:
     from importlib.metadata import version
     return version("iree-base-compiler")

@@ -71,9 +71,21 @@ def memory_dtype(pointee: str) -> str:
 
 @dataclass
 class Ptr:
-    """A pointer (scalar or tile) during reading: a buffer plus i64 element offsets."""
+    """A pointer (scalar or tile) during reading: a buffer plus i64 element offsets.
+
+    `view` is the element type the pointer reads as, when a pointer bitcast reinterprets the
+    buffer's elements (same width), e.g. Triton's i1 pointers as i8.
+    """
     buffer: t.Param
     offsets: t.Value
+    view: Optional[str] = None
+
+    @property
+    def dtype(self) -> str:
+        return self.view or self.buffer.dtype
+
+    def moved(self, offsets: t.Value) -> "Ptr":
+        return Ptr(self.buffer, offsets, self.view)
 
 
 def _attr_int(op, name: str) -> int:
@@ -227,10 +239,10 @@ class TTIRReader:
     def _select_ptr(self, op, loc: str) -> None:
         cond = self._val(op.operands[0], op)
         a, b = self._get(op.operands[1]), self._get(op.operands[2])
-        if a.buffer is not b.buffer:
+        if a.buffer is not b.buffer or a.view != b.view:
             raise self._unsupported(op, "select between pointers into different arguments")
         off = t.Elementwise("arith.select", [cond, a.offsets, b.offsets], a.offsets.type, loc=loc)
-        self._bind(op, Ptr(a.buffer, self._emit(off).result))
+        self._bind(op, a.moved(self._emit(off).result))
 
     def _op_arith_constant(self, op, loc: str) -> None:
         ty = self._type(op.results[0].type, op)
@@ -257,7 +269,7 @@ class TTIRReader:
         if isinstance(src, Ptr):
             shape = tuple(ir.RankedTensorType(rty).shape)
             new = make(src.offsets, t.TileType(shape, "i64"))
-            self._bind(op, Ptr(src.buffer, self._emit(new).result))
+            self._bind(op, src.moved(self._emit(new).result))
         else:
             self._bind(op, self._emit(make(src, self._type(rty, op))).result)
 
@@ -288,7 +300,7 @@ class TTIRReader:
             raise self._unsupported(op, "base is not a pointer")
         off = self._sext64(self._val(op.operands[1], op), loc)
         new = t.Elementwise("arith.addi", [base.offsets, off], off.type, loc=loc)
-        self._bind(op, Ptr(base.buffer, self._emit(new).result))
+        self._bind(op, base.moved(self._emit(new).result))
 
     def _op_tt_load(self, op, loc: str) -> None:
         seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
@@ -301,18 +313,36 @@ class TTIRReader:
         if "boundaryCheck" in op.attributes and len(ir.DenseI32ArrayAttr(op.attributes["boundaryCheck"])):
             raise self._unsupported(op, "boundary-checked load")
         ty = self._type(op.results[0].type, op)
-        if ty.dtype == "i1":
-            self._bind(op, self._load_bool(ptr, mask, other, ty, loc))
+        if ptr.view is None:
+            self._bind(op, self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, ty, loc)).result)
             return
-        self._bind(op, self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, ty, loc)).result)
-
-    def _load_bool(self, ptr: Ptr, mask, other, ty: t.Type, loc: str) -> t.Value:
-        byte_ty = t.with_dtype(ty, "i8")
+        # A bitcast pointer: load the buffer's elements and reinterpret them.
+        raw_ty = t.with_dtype(ty, ptr.buffer.dtype)
         if other is not None:
-            other = self._emit(t.Elementwise("arith.extui", [other], byte_ty, loc=loc)).result
-        raw = self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, byte_ty, loc)).result
-        zero = self._emit(t.Constant(0, byte_ty, loc)).result
-        return self._emit(t.Elementwise("arith.cmpi", [raw, zero], ty, {"predicate": "ne"}, loc)).result
+            other = self._bitcast(other, ptr.buffer.dtype, loc)
+        raw = self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, raw_ty, loc)).result
+        self._bind(op, self._bitcast(raw, ty.dtype, loc))
+
+    def _bitcast(self, v: t.Value, dtype: str, loc: str) -> t.Value:
+        if v.dtype == dtype:
+            return v
+        return self._emit(t.Elementwise("arith.bitcast", [v], t.with_dtype(v.type, dtype), loc=loc)).result
+
+    def _op_tt_bitcast(self, op, loc: str) -> None:
+        src = self._get(op.operands[0])
+        rty = op.results[0].type
+        if not isinstance(src, Ptr):
+            self._elementwise(op, "arith.bitcast", loc)
+            return
+        elt = rty.element_type if isinstance(rty, ir.RankedTensorType) else rty
+        pointee = ptr_pointee(elt)
+        if pointee is None:
+            raise self._unsupported(op, "bitcast of a pointer to a non-pointer")
+        dtype = memory_dtype(pointee)
+        if t.bitwidth(dtype) != t.bitwidth(src.buffer.dtype):
+            raise self._unsupported(op, f"pointer bitcast from {src.buffer.dtype} to {dtype} "
+                                        "(different element sizes)")
+        self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype))
 
     def _op_tt_store(self, op, loc: str) -> None:
         operands = list(op.operands)
@@ -326,7 +356,7 @@ class TTIRReader:
         if value.dtype == "i1":
             value = self._emit(t.Elementwise("arith.extui", [value], t.with_dtype(value.type, "i8"),
                                              loc=loc)).result
-        self._emit(t.Store(ptr.buffer, ptr.offsets, value, mask, loc))
+        self._emit(t.Store(ptr.buffer, ptr.offsets, self._bitcast(value, ptr.buffer.dtype, loc), mask, loc))
 
     # -- compute -----------------------------------------------------------------------------
     def _op_tt_reduce(self, op, loc: str) -> None:
@@ -358,23 +388,23 @@ class TTIRReader:
         self._bind(op, self._emit(t.Dot(a, b, c, loc)).result)
 
     # -- control flow ------------------------------------------------------------------------
-    def _carried(self, op, inits: list) -> tuple[list[t.Value], list[Optional[t.Param]]]:
+    def _carried(self, op, inits: list) -> tuple[list[t.Value], list[Optional[Ptr]]]:
         """Pointer inits become their offsets; remembers which slots carry pointers."""
-        vals, bufs = [], []
+        vals, ptrs = [], []
         for x in inits:
             if isinstance(x, Ptr):
                 vals.append(x.offsets)
-                bufs.append(x.buffer)
+                ptrs.append(x)
             else:
                 vals.append(x)
-                bufs.append(None)
-        return vals, bufs
+                ptrs.append(None)
+        return vals, ptrs
 
     def _yielded(self, op, yields: list, bufs: list) -> list[t.Value]:
         out = []
         for y, buf in zip(yields, bufs):
             if isinstance(y, Ptr):
-                if y.buffer is not buf:
+                if buf is None or y.buffer is not buf.buffer or y.view != buf.view:
                     raise self._unsupported(op, "loop-carried pointer changes its base argument")
                 out.append(y.offsets)
             else:
@@ -396,14 +426,14 @@ class TTIRReader:
         for a, init, buf in zip(margs[1:], inits, bufs):
             v = t.Value(init.type, body, "it")
             body.args.append(v)
-            self.env[a] = Ptr(buf, v) if buf is not None else v
+            self.env[a] = buf.moved(v) if buf is not None else v
         body.yields = self._yielded(op, self._read_ops(mblock, body), bufs)
         for y, init in zip(body.yields, inits):
             if y.type != init.type:
                 raise self._unsupported(op, "loop-carried value changes type")
         f = self._emit(t.For(lb, ub, step, inits, body, loc))
         for r, tv, buf in zip(op.results, f.results, bufs):
-            self.env[r] = Ptr(buf, tv) if buf is not None else tv
+            self.env[r] = buf.moved(tv) if buf is not None else tv
 
     def _op_scf_if(self, op, loc: str) -> None:
         cond = self._val(op.operands[0], op)
@@ -421,7 +451,7 @@ class TTIRReader:
                 raise self._unsupported(op, "branches yield different types")
         iff = self._emit(t.If(cond, then_b, else_b, types, loc))
         for r, v, buf in zip(op.results, iff.results, bufs):
-            self.env[r] = Ptr(buf, v) if buf is not None else v
+            self.env[r] = buf.moved(v) if buf is not None else v
 
 
 def read_ttir(text: str) -> t.Kernel:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, Tuple
 
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
@@ -13,12 +14,14 @@ from .. import frontend, reader
 from ..emit import lower
 
 
-def target_of(gpu_target: GPUTarget) -> iree_compile.Target:
-    """The IREE target a Triton GPUTarget names: 'cpu' is llvm-cpu; 'iree' carries its own."""
-    if gpu_target.backend == "cpu":
-        return iree_compile.make_target("llvm-cpu")
-    name, _, arch = str(gpu_target.arch).partition(":")
-    return iree_compile.make_target(name, arch=arch or None)
+@functools.lru_cache()
+def source_key() -> str:
+    """Hash of triton-iree's own sources: a change to the lowering invalidates Triton's cache."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -56,13 +59,13 @@ class IreeBackend(BaseBackend):
 
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
-        self.iree_target = target_of(target)
+        self.iree_target = iree_compile.target_of(target)
 
     @functools.lru_cache()
     def hash(self) -> str:
         t = self.iree_target
         cpu = iree_compile.host_cpu_id() if t.is_cpu else ""
-        return f"iree-{iree_compile.iree_version()}-{t.name}-{'-'.join(t.flags)}-{cpu}"
+        return f"iree-{iree_compile.iree_version()}-{source_key()}-{t.name}-{'-'.join(t.flags)}-{cpu}"
 
     def parse_options(self, opts: dict) -> IreeOptions:
         fields = IreeOptions.__dataclass_fields__
@@ -97,10 +100,11 @@ class IreeBackend(BaseBackend):
     @staticmethod
     def _lower(mod, metadata: dict) -> str:
         text = frontend.generic_text(mod)
+        name = mod.get_entry_func_name()
+        iree_compile.dump(name, f"{name}.ttir", text)
         kernel = reader.read_ttir(text)
         metadata["name"] = kernel.name
         metadata["shared"] = 0
-        iree_compile.dump(kernel.name, f"{kernel.name}.ttir", text)
         return lower(kernel)
 
     def _compile(self, module_text: str, metadata: dict) -> bytes:

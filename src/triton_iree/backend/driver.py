@@ -10,7 +10,7 @@ from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
 from .. import runtime
-from .compiler import target_of
+from ..compile import target_of
 from ..errors import LaunchError
 
 
