@@ -19,7 +19,7 @@ from .errors import LaunchError
 # Triton signature element types -> (MLIR element type of the buffer, torch dtype name).
 POINTER_DTYPES = {
     "fp32": "f32", "fp16": "f16", "bf16": "bf16", "fp64": "f64",
-    "i1": "i8", "i8": "i8", "u8": "i8", "i16": "i16", "u16": "i16", "i32": "i32", "u32": "i32",
+    "i1": "i8", "u1": "i8", "i8": "i8", "u8": "i8", "i16": "i16", "u16": "i16", "i32": "i32", "u32": "i32",
     "i64": "i64", "u64": "i64", "fp8e4nv": "f8E4M3FN", "fp8e5": "f8E5M2",
 }
 SCALAR_KINDS = {"i1": "int", "i8": "int", "i16": "int", "i32": "int", "i64": "int",
