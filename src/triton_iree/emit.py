@@ -170,6 +170,7 @@ class Emitter:
             else:
                 args.append(f"%{p.name}_{p.index}: {p.dtype}")
         args += ["%grid_x: i32", "%grid_y: i32", "%grid_z: i32"]
+        args += [f"%{b.name}_{b.index}: i64" for b in k.base_offsets]
         results = [f"tensor<?x{p.dtype}>" for p in self.written]
         self.w(f"func.func @{k.name}({', '.join(args)}) -> ({', '.join(results)}) {{")
         self.indent += 1
@@ -199,6 +200,10 @@ class Emitter:
             host_operands.append(f"%grid_{axis}")
             host_types.append("i32")
             region_args.append(f"%n{axis}: i32")
+        for b in k.base_offsets:
+            host_operands.append(f"%{b.name}_{b.index}")
+            host_types.append("i64")
+            region_args.append(f"%s{b.index}: i64")
         for p in k.buffers:
             host_operands.append(dims[id(p)])
             host_types.append("index")
@@ -227,7 +232,7 @@ class Emitter:
         return "\n".join(self.lines) + "\n"
 
     def _dispatch_body(self) -> None:
-        for p in self.k.scalars:
+        for p in self.k.scalars + self.k.base_offsets:
             self.bind(("s", p.value.id), f"%s{p.index}")
         gathered = {id(op.buffer): op.buffer for op in self.k.walk()
                     if isinstance(op, t.Load) and isinstance(self.facts.access(op), GatherAccess)}
@@ -550,7 +555,14 @@ class Emitter:
 
     def _write_generic(self, out: str, body: _Body, out_maps: list[str], iterators: list[str],
                        inits: list[str], init_types: list[str], out_elts: list[str],
-                       yields: list[str]) -> None:
+                       yields: list[str], shape: tuple[int, ...] = ()) -> None:
+        if not body.ins and any(x == "reduction" for x in iterators):
+            # The iteration space must be readable from some operand: add an unused input.
+            ty = t.TileType(shape, out_elts[0]).mlir()
+            e = self.fresh("dom")
+            self.w(f"{e} = tensor.empty() : {ty}")
+            body.ins.append((e, ty, self._map(len(shape), [f"d{i}" for i in range(len(shape))]),
+                             self.fresh("in"), out_elts[0]))
         maps = [i[2] for i in body.ins] + out_maps
         its = ", ".join(f'"{x}"' for x in iterators)
         lhs = out if len(inits) == 1 else f"{out}:{len(inits)}"
@@ -1108,7 +1120,7 @@ class Emitter:
         its = ["reduction" if i == axis else "parallel" for i in range(rank)]
         out = self.fresh("red")
         self._write_generic(out, body, [out_map] * len(op.srcs), its, inits, [ty.mlir() for ty in out_types],
-                            [s.dtype for s in op.srcs], ys)
+                            [s.dtype for s in op.srcs], ys, loops_shape)
         names = [out] if len(op.srcs) == 1 else [f"{out}#{i}" for i in range(len(op.srcs))]
         self._bind_reduce_results(op, names, out_types)
 

@@ -132,17 +132,20 @@ class TTIRReader:
         self.kernel_name = ir.StringAttr(func.attributes["sym_name"]).value
         block = func.regions[0].blocks[0]
         params: list[t.Param] = []
+        bases: list[t.Param] = []
         body = t.Block()
         self.block = body
-        zero64 = None
+        nargs = len(block.arguments)
         for i, arg in enumerate(block.arguments):
             name = loc_name(arg.location) or f"arg{i}"
             pointee = ptr_pointee(arg.type)
             if pointee is not None:
                 p = t.Param(i, name, memory_dtype(pointee), True)
-                if zero64 is None:
-                    zero64 = self._emit(t.Constant(0, t.ScalarType("i64"))).result
-                self.env[arg] = Ptr(p, zero64)
+                # The pointer is `base` elements into the buffer the runtime passes.
+                base = t.Param(nargs + len(bases), f"{name}_base", "i64", False)
+                base.value = t.Value(t.ScalarType("i64"), None, base.name)
+                bases.append(base)
+                self.env[arg] = Ptr(p, base.value)
             else:
                 dtype = self._dtype(arg.type, func)
                 p = t.Param(i, name, dtype, False)
@@ -150,7 +153,7 @@ class TTIRReader:
                 self.env[arg] = p.value
             params.append(p)
         self._read_ops(block, body)
-        return t.Kernel(self.kernel_name, params, body, source_loc(func.location))
+        return t.Kernel(self.kernel_name, params, body, source_loc(func.location), bases)
 
     # -- helpers -----------------------------------------------------------------------
     def _unsupported(self, op, what: str = "") -> UnsupportedError:

@@ -338,6 +338,9 @@ class Kernel:
     params: list[Param]
     body: Block
     loc: str = ""
+    # Optional i64 element offsets, one per buffer, passed after the grid: where the kernel's
+    # pointer starts inside the buffer the runtime imports (which must start 64-byte aligned).
+    base_offsets: list[Param] = field(default_factory=list)
 
     @property
     def buffers(self) -> list[Param]:

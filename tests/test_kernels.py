@@ -1,0 +1,210 @@
+"""The kernel corpus, end to end through kernel[grid](...), checked against torch.
+
+Shapes are deliberately not multiples of the block; outputs are views into larger buffers so
+that elements the kernel must not touch can be checked.
+"""
+import pytest
+import torch
+import triton
+
+import kernels as K
+
+
+def padded(shape, fill=7.0, dtype=torch.float32, pad=13):
+    """A tensor of `shape` that is a view into a larger buffer (a tail of `pad` guard values)."""
+    n = 1
+    for s in shape:
+        n *= s
+    buf = torch.full((n + pad,), fill, dtype=dtype)
+    return buf, buf[:n].view(shape)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 98432 + 5])
+def test_vector_add(seeded, n):
+    x, y = torch.rand(n), torch.rand(n)
+    buf, out = padded((n,))
+    K.run_add(x, y, out)
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    assert torch.all(buf[n:] == 7.0), "elements past n were written"
+
+
+def test_vector_add_strided_views(seeded):
+    # Non-contiguous inputs are fine for a kernel that indexes them with stride 1 only if the
+    # caller passes contiguous memory; here x is a slice with a storage offset.
+    base = torch.rand(5000)
+    x = base[17:17 + 3001]
+    y = torch.rand(3001)
+    out = torch.empty(3001)
+    K.run_add(x, y, out, BLOCK_SIZE=256)
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(183, 781), (5, 1024), (64, 1)])
+def test_softmax(seeded, shape):
+    x = torch.randn(shape)
+    torch.testing.assert_close(K.run_softmax(x), torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_row_strides(seeded):
+    # Rows of a wider matrix: the row stride differs from the row length, and the output
+    # rows live in a wider buffer whose other columns must stay untouched.
+    big = torch.randn(50, 400)
+    x = big[:, 10:310]
+    out_big = torch.full((50, 333), 3.0)
+    out = out_big[:, :300]
+    K.run_softmax(x, out)
+    torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    assert torch.all(out_big[:, 300:] == 3.0)
+
+
+def test_softmax_other_is_minus_inf(seeded):
+    # Masked-off columns load as -inf, so they must not change the max or the sum.
+    x = torch.full((3, 100), -1e30)
+    x[:, 0] = 0.0
+    y = K.run_softmax(x)
+    torch.testing.assert_close(y, torch.softmax(x, -1))
+
+
+@pytest.mark.parametrize("M,N,Kd,blocks", [(257, 97, 131, (32, 32, 32)), (70, 33, 65, (16, 64, 32)),
+                                           (128, 128, 128, (64, 64, 32))])
+def test_matmul_fp32(seeded, M, N, Kd, blocks):
+    a, b = torch.randn(M, Kd), torch.randn(Kd, N)
+    c = K.run_matmul(a, b, *[], BLOCK_M=blocks[0], BLOCK_N=blocks[1], BLOCK_K=blocks[2])
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_fp16_fp32_accumulator(seeded):
+    a = torch.randn(100, 260).half()
+    b = torch.randn(260, 77).half()
+    c = K.run_matmul(a, b)
+    ref = (a.float() @ b.float()).half()
+    torch.testing.assert_close(c, ref, rtol=2e-3, atol=2e-2)
+
+
+def test_matmul_transposed_b_view(seeded):
+    a = torch.randn(96, 150)
+    bt = torch.randn(81, 150)
+    b = bt.t()                     # non-contiguous: strides (1, 150)
+    assert not b.is_contiguous()
+    c = K.run_matmul(a, b)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_output_in_wider_buffer(seeded):
+    a, b = torch.randn(40, 50), torch.randn(50, 30)
+    out_big = torch.full((40, 45), -2.0)
+    out = out_big[:, 5:35]
+    K.run_matmul(a, b, out, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+    torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-4)
+    assert torch.all(out_big[:, :5] == -2.0) and torch.all(out_big[:, 35:] == -2.0)
+
+
+@pytest.mark.parametrize("M,N,block", [(37, 1500, 512), (8, 100, 128), (3, 4096, 1024)])
+def test_layer_norm(seeded, M, N, block):
+    x = torch.randn(M, N) * 3 + 1
+    w, b = torch.randn(N), torch.randn(N)
+    y, mean, rstd = K.run_layer_norm(x, w, b, BLOCK_SIZE=block)
+    ry, rmean, rrstd = K.ref_layer_norm(x, w, b)
+    torch.testing.assert_close(y, ry, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(mean, rmean, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rstd, rrstd, rtol=1e-4, atol=1e-5)
+
+
+def test_scale_shift_2d_grid(seeded):
+    x = torch.randn(100, 77)
+    buf, out = padded((100, 77))
+    K.run_scale_shift_2d(x, 2.5, -1.0, out)
+    torch.testing.assert_close(out, x * 2.5 - 1.0, rtol=0, atol=1e-6)
+    assert torch.all(buf[100 * 77:] == 7.0)
+
+
+def test_scale_shift_2d_column_major_input(seeded):
+    x = torch.randn(60, 45).t()    # strides (1, 45): the fast dim is rows
+    out = torch.empty(45, 60)
+    K.run_scale_shift_2d(x, -0.5, 3.0, out)
+    torch.testing.assert_close(out, x * -0.5 + 3.0, rtol=0, atol=1e-6)
+
+
+def test_gather(seeded):
+    n = 1000
+    x = torch.randn(777)
+    idx = torch.randint(0, 777, (n,), dtype=torch.int32)
+    out = torch.zeros(n)
+    K.gather_kernel[(triton.cdiv(n, 128),)](x, idx, out, n, BLOCK=128)
+    torch.testing.assert_close(out, x[idx.long()], rtol=0, atol=0)
+
+
+def test_scatter(seeded):
+    n = 1000
+    x = torch.randn(n)
+    idx = torch.randperm(n + 50)[:n].to(torch.int32)
+    out = torch.full((n + 50,), 9.0)
+    K.scatter_kernel[(triton.cdiv(n, 128),)](x, idx, out, n, BLOCK=128)
+    ref = torch.full((n + 50,), 9.0)
+    ref[idx.long()] = x * 2
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_div_mod_indexing(seeded):
+    x = torch.randn(37, 53)
+    out = torch.zeros(53 * 37)
+    K.mod_div_index_kernel[(triton.cdiv(out.numel(), 256),)](x, out, out.numel(), COLS=37, XBLOCK=256)
+    torch.testing.assert_close(out.view(53, 37), x.t(), rtol=0, atol=0)
+
+
+def test_row_sum_axis1(seeded):
+    x = torch.randn(100, 70)
+    out = torch.zeros(100)
+    K.row_sum_kernel[(triton.cdiv(100, 16),)](x, out, 100, 70, x.stride(0), BLOCK_M=16, BLOCK_N=128)
+    torch.testing.assert_close(out, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_argmax_two_operand_reduce(seeded):
+    x = torch.randn(20, 300)
+    oi = torch.zeros(20, dtype=torch.int32)
+    ov = torch.zeros(20)
+    K.argmax_kernel[(20,)](x, oi, ov, 300, x.stride(0), BLOCK=512)
+    assert torch.equal(oi.long(), x.argmax(1))
+    torch.testing.assert_close(ov, x.max(1).values, rtol=0, atol=0)
+
+
+def test_scalar_io_3d_grid_and_scalar_types(seeded):
+    x = torch.randn(24)
+    out = torch.zeros(24)
+    K.scalar_io_kernel[(2, 3, 4)](x, out, 1.5, 2 ** 40 + 3, FLAG=True)
+    torch.testing.assert_close(out, x * 1.5 + float(2 ** 40 + 3), rtol=0, atol=0)
+    K.scalar_io_kernel[(2, 3, 4)](x, out, 1.5, 3, FLAG=False)
+    torch.testing.assert_close(out, x + 3.0, rtol=0, atol=0)
+
+
+def test_int_ops_and_where(seeded):
+    n = 1000
+    x = torch.randint(-50, 50, (n,), dtype=torch.int32)
+    y = torch.randint(-5, 5, (n,), dtype=torch.int32)
+    out = torch.zeros(n, dtype=torch.int32)
+    K.where_int_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+    ysafe = torch.where(y == 0, torch.ones_like(y), y)
+    r = torch.where(x > y, x - y, (x * 3) ^ y)
+    # Triton's // on integers truncates toward zero (C semantics).
+    r = torch.maximum(r, torch.tensor(-5, dtype=torch.int32)) + torch.div(x, ysafe, rounding_mode="trunc").int()
+    assert torch.equal(out, r)
+
+
+def test_bool_tensors(seeded):
+    n = 1000
+    x = torch.randn(n)
+    keep = torch.rand(n) > 0.5
+    k0 = keep.clone()
+    out = torch.zeros(n)
+    K.bool_mask_kernel[(triton.cdiv(n, 256),)](x, keep, out, n, BLOCK=256)
+    torch.testing.assert_close(out, torch.where(k0, x, 0.0), rtol=0, atol=0)
+    assert torch.equal(keep, x > 0)
+
+
+def test_in_place_read_modify_write(seeded):
+    n = 1000
+    buf = torch.randn(n + 10)
+    ref = buf.clone()
+    K.inplace_rmw_kernel[(triton.cdiv(n, 256),)](buf, n, BLOCK=256)
+    ref[:n] = ref[:n] * 2 + 1
+    torch.testing.assert_close(buf, ref, rtol=0, atol=0)
