@@ -128,11 +128,12 @@ class LoadedKernel:
 
     def launch(self, plans: Sequence["ArgPlan"], values: Sequence[Any], grid: Sequence[int]) -> None:
         """Imports the arguments, then runs the kernel; nothing runs if an argument is unusable."""
-        nbytes = check_arguments(self.dev, plans, values, grid, self.name)
+        spans = check_arguments(self.dev, plans, values, grid, self.name)
         ctx = self.main
-        if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or nbytes <= INLINE_MAX_BYTES):
+        if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
+                               sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
             ctx = self.inline or self._make_inline()
-        self._invoke(ctx, build_arguments(ctx.dev, plans, values, grid))
+        self._invoke(ctx, build_arguments(ctx.dev, plans, values, grid, spans))
 
     def invoke(self, args: rt.VmVariantList) -> None:
         """Runs already packed arguments (packed for `self.dev`) on the main device."""
@@ -190,45 +191,64 @@ def _stack_bytes_needed(vmfb: bytes) -> int | None:
     return total if found else None
 
 
-IMPORT_ALIGNMENT = 64  # IREE imports host memory only at 64-byte aligned addresses
+# IREE's CPU code assumes 64-byte aligned buffers (it uses aligned vector loads and stores),
+# and its DLPack import refuses anything else. So a buffer is imported from the last 64-byte
+# aligned address at or before the tensor's first element, and the kernel gets the element
+# offset of that first element (one i64 per pointer argument, after the grid).
+IMPORT_ALIGNMENT = 64
+
+
+def import_span(tensor) -> tuple[int, int, int]:
+    """(base address, byte length, element offset of the first element) of the buffer that
+    `import_tensor` imports for `tensor`: from the aligned base to the end of its storage."""
+    esize = tensor.element_size()
+    ptr = tensor.data_ptr()
+    lead = (ptr % IMPORT_ALIGNMENT) // esize
+    off = tensor.storage_offset()
+    if ptr % esize or lead > off:
+        raise LaunchError(f"tensor memory at {ptr:#x} cannot be imported: its storage does not start "
+                          f"{IMPORT_ALIGNMENT}-byte aligned (copy it with .clone())")
+    return ptr - lead * esize, tensor.untyped_storage().nbytes() - (off - lead) * esize, lead
 
 
 def flat_view(tensor) -> tuple[Any, int]:
     """A 1-D view over the tensor's storage, starting at the last 64-byte aligned address at or
     before its first element and running to the end of the storage, with the element offset of
     the tensor's first element inside it. No copy."""
+    _, nbytes, lead = import_span(tensor)
     esize = tensor.element_size()
-    storage = tensor.untyped_storage()
-    off = tensor.storage_offset()
-    lead = (tensor.data_ptr() % IMPORT_ALIGNMENT) // esize
-    if tensor.data_ptr() % esize or lead > off:
-        raise LaunchError(f"tensor memory at {tensor.data_ptr():#x} cannot be imported: its storage "
-                          f"does not start {IMPORT_ALIGNMENT}-byte aligned (copy it with .clone())")
-    n = storage.nbytes() // esize - (off - lead)
-    return tensor.detach().as_strided((n,), (1,), off - lead), lead
+    return tensor.detach().as_strided((nbytes // esize,), (1,), tensor.storage_offset() - lead), lead
 
 
-def import_tensor(dev: Device, tensor, dtype: str) -> rt.HalBufferView:
-    """The caller's tensor memory as a HAL buffer view of `dtype` elements (zero-copy).
+_HOST_MEMORY = rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE
+# Buffer views over host memory, keyed by (address, byte length, element type, driver). A view
+# holds no reference to the tensor, so it is fully described by its key: a later tensor with
+# the same address range (the one now being launched, which owns that memory) reuses it.
+_host_views: dict[tuple, rt.HalBufferView] = {}
+_HOST_VIEWS_MAX = 512
 
-    The view spans the tensor's first element to the end of its storage."""
+
+def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | None = None
+                  ) -> rt.HalBufferView:
+    """The caller's tensor memory as a HAL buffer view of `dtype` elements (zero-copy), from
+    the aligned base of `import_span` to the end of the storage."""
     want = _ELEMENT_TYPES.get(dtype)
-    nbytes = tensor.untyped_storage().nbytes() - tensor.storage_offset() * tensor.element_size()
+    base, nbytes, _ = span or import_span(tensor)
     if want is not None and nbytes > 0 and dev.driver.startswith("local"):
         # Host memory: import the address range directly instead of a DLPack round trip
         # (0.5 us a tensor when cached, 1.4 us when not, against 4.5 us through DLPack).
-        ptr = tensor.data_ptr()
-        key = (ptr, nbytes, want, dev.driver)
+        key = (base, nbytes, want, dev.driver)
         bv = _host_views.get(key)
         if bv is None:
             if len(_host_views) >= _HOST_VIEWS_MAX:
                 _host_views.clear()
             # Not a reference to the tensor: the launch is synchronous and the caller holds it.
-            mem = (ctypes.c_char * nbytes).from_address(ptr)
+            mem = (ctypes.c_char * nbytes).from_address(base)
             buf = dev.device.allocator.import_host_allocation(mem, _HOST_MEMORY, rt.BufferUsage.DEFAULT)
             bv = _host_views[key] = rt.HalBufferView(buf, (nbytes // _ELEMENT_BYTES[dtype],), want)
         return bv
-    bv = dev.device.from_dlpack_capsule(flat_view(tensor).__dlpack__())
+    view, _ = flat_view(tensor)
+    bv = dev.device.from_dlpack_capsule(view.__dlpack__())
     if want is not None and bv.element_type != want:
         bv = rt.HalBufferView(bv.get_buffer(), bv.shape, want)
     return bv
@@ -263,10 +283,10 @@ def plan_arguments(names: Sequence[str], signature: dict, kernel: str) -> list[A
 
 
 def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any], grid: Sequence[int],
-                    kernel: str) -> int:
-    """Raises before anything runs if an argument is unusable; returns the bytes the buffer
-    arguments span (from each one's first element to the end of its storage)."""
-    total = 0
+                    kernel: str) -> list[tuple[int, int, int]]:
+    """Raises before anything runs if an argument is unusable; returns each buffer argument's
+    `import_span` (base address, byte length, element offset)."""
+    spans = []
     on_cpu = dev.driver.startswith("local")
     for plan, v in zip(plans, values):
         if plan.is_buffer:
@@ -276,38 +296,40 @@ def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
             if on_cpu and not v.is_cpu:
                 raise LaunchError(f"argument '{plan.name}' is on {v.device}, but the IREE target runs "
                                   f"on the CPU", kernel=kernel)
-            if v.data_ptr() % BUFFER_ALIGNMENT:
-                raise LaunchError(f"argument '{plan.name}' starts at an address that is not "
-                                  f"{BUFFER_ALIGNMENT}-byte aligned ({v.data_ptr():#x}), which IREE's "
-                                  f"code requires; pass a copy (.clone())", kernel=kernel)
-            total += v.untyped_storage().nbytes() - v.storage_offset() * v.element_size()
+            try:
+                spans.append(import_span(v))
+            except LaunchError as e:
+                raise LaunchError(f"argument '{plan.name}': {e.message}", kernel=kernel) from None
     for g in grid:
         if g < 0 or g >= 2 ** 31:
             raise LaunchError(f"grid dimension {g} is out of range", kernel=kernel)
-    return total
+    return spans
 
 
-def build_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any],
-                    grid: Sequence[int]) -> rt.VmVariantList:
-    """The VM argument list for checked arguments (see check_arguments)."""
-    args = rt.VmVariantList(len(plans) + 3)
+def build_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any], grid: Sequence[int],
+                    spans: Sequence[tuple[int, int, int]]) -> rt.VmVariantList:
+    """The VM argument list for checked arguments (spans from check_arguments): the
+    arguments, the grid, then each buffer's element offset."""
+    args = rt.VmVariantList(len(plans) + 3 + len(spans))
+    it = iter(spans)
     for plan, v in zip(plans, values):
         if plan.is_buffer:
-            args.push_ref(import_tensor(dev, v, plan.dtype))
+            args.push_ref(import_tensor(dev, v, plan.dtype, next(it)))
         elif plan.kind == "int":
             args.push_int(int(v))
         else:
             args.push_float(float(v))
     for g in grid:
         args.push_int(int(g))
+    for _, _, lead in spans:
+        args.push_int(lead)
     return args
 
 
 def pack_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any], grid: Sequence[int],
                    kernel: str) -> rt.VmVariantList:
     """Builds the VM argument list; raises before anything runs if an argument is unusable."""
-    check_arguments(dev, plans, values, grid, kernel)
-    return build_arguments(dev, plans, values, grid)
+    return build_arguments(dev, plans, values, grid, check_arguments(dev, plans, values, grid, kernel))
 
 
 @functools.lru_cache(maxsize=None)

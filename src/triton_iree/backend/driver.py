@@ -80,10 +80,9 @@ class IreeLauncher:
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
         values = [args[i] for i in self.keep]
-        packed = runtime.pack_arguments(function.dev, self.plans, values, (gridX, gridY, gridZ), self.name)
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        function.invoke(packed)
+        function.launch(self.plans, values, (gridX, gridY, gridZ))
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
