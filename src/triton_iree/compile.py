@@ -65,9 +65,13 @@ def iree_version() -> str:
     return version("iree-base-compiler")
 
 
+# IREE demotes f64 to f32 by default; Triton's fp64 must stay fp64.
+COMMON_FLAGS = ("--iree-input-demote-f64-to-f32=false",)
+
+
 def flags(target: Target, extra: tuple[str, ...] = ()) -> list[str]:
     """Every iree-compile flag for `target` (besides the input and -o)."""
-    return [f"--iree-hal-target-backends={target.backend}", *target.flags, *extra]
+    return [f"--iree-hal-target-backends={target.backend}", *COMMON_FLAGS, *target.flags, *extra]
 
 
 def command_line(target: Target, input_path: str = "input.mlir", output_path: str = "out.vmfb",
@@ -90,7 +94,7 @@ def host_cpu_id() -> str:
 
 def cache_key(module_text: str, target: Target, extra: tuple[str, ...] = ()) -> str:
     h = hashlib.sha256()
-    for part in (module_text, target.name, *target.flags, *extra, iree_version(),
+    for part in (module_text, target.name, *COMMON_FLAGS, *target.flags, *extra, iree_version(),
                  host_cpu_id() if target.is_cpu else ""):
         h.update(part.encode())
         h.update(b"\0")
@@ -130,7 +134,7 @@ def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[
     t0 = time.perf_counter()
     try:
         vmfb = tools.compile_str(module_text, target_backends=[target.backend],
-                                 extra_args=[*target.flags, *extra])
+                                 extra_args=[*COMMON_FLAGS, *target.flags, *extra])
     except tools.CompilerToolError as e:
         shown = " ".join(shlex.quote(c) for c in command_line(target, f"{name}.mlir", f"{name}.vmfb", extra))
         diag = str(e).split("Diagnostics:", 1)[-1].split("Invoked with:", 1)[0].strip()

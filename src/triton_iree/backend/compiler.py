@@ -65,7 +65,7 @@ class IreeBackend(BaseBackend):
     def hash(self) -> str:
         t = self.iree_target
         cpu = iree_compile.host_cpu_id() if t.is_cpu else ""
-        return f"iree-{iree_compile.iree_version()}-{source_key()}-{t.name}-{'-'.join(t.flags)}-{cpu}"
+        return f"iree-{iree_compile.iree_version()}-{source_key()}-{'-'.join(iree_compile.flags(t))}-{cpu}"
 
     def parse_options(self, opts: dict) -> IreeOptions:
         fields = IreeOptions.__dataclass_fields__

@@ -1,0 +1,160 @@
+"""The Triton plugin: registration, driver activation, launch semantics, caching, errors."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_iree
+from triton_iree import LaunchError, UnsupportedError
+from triton_iree import compile as iree_compile
+from triton_iree import runtime
+
+import kernels as K
+
+
+def test_entry_point_and_active_driver():
+    from triton.backends import backends
+    from triton.runtime.driver import driver
+    from triton_iree.backend.driver import IreeDriver
+    assert "iree" in backends
+    assert isinstance(driver.active, IreeDriver)
+    assert driver.active.get_current_target().backend == "cpu"
+    assert IreeDriver.is_active() == (not torch.cuda.is_available())
+
+
+def test_activate_selects_the_driver():
+    from triton.runtime.driver import driver
+    from triton_iree.backend.driver import IreeDriver
+    triton_iree.activate("llvm-cpu")
+    assert isinstance(driver.active, IreeDriver)
+    with pytest.raises(ValueError, match="unknown target"):
+        triton_iree.activate("tpu")
+
+
+@triton.jit
+def _grid_kernel(out_ptr):
+    # out[z, y, x] = (num_programs, program ids) packed into one int
+    x, y, z = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    nx, ny, nz = tl.num_programs(0), tl.num_programs(1), tl.num_programs(2)
+    idx = (z * ny + y) * nx + x
+    tl.store(out_ptr + idx, x + 10 * y + 100 * z + 1000 * nx + 10000 * ny + 100000 * nz)
+
+
+@pytest.mark.parametrize("grid", [(5,), (3, 4), (2, 3, 4), lambda meta: (2, 2)])
+def test_grids_of_one_to_three_dims(grid):
+    g = grid({}) if callable(grid) else grid
+    g = tuple(g) + (1,) * (3 - len(g))
+    out = torch.full((g[0] * g[1] * g[2],), -1, dtype=torch.int32)
+    _grid_kernel[grid](out)
+    ref = torch.tensor([x + 10 * y + 100 * z + 1000 * g[0] + 10000 * g[1] + 100000 * g[2]
+                        for z in range(g[2]) for y in range(g[1]) for x in range(g[0])], dtype=torch.int32)
+    assert torch.equal(out, ref)
+
+
+def test_constexpr_specialization_and_launch_options():
+    x, y = torch.rand(3000), torch.rand(3000)
+    outs = []
+    for block in (64, 512, 4096):
+        out = torch.zeros(3000)
+        grid = (triton.cdiv(3000, block),)
+        K.add_kernel[grid](x, y, out, 3000, BLOCK_SIZE=block, num_warps=8, num_stages=3)
+        outs.append(out)
+    for out in outs:
+        torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+@triton.jit
+def _scalars_kernel(out_ptr, a, b, c, d):
+    tl.store(out_ptr + 0, a.to(tl.float64))
+    tl.store(out_ptr + 1, b.to(tl.float64))
+    tl.store(out_ptr + 2, c.to(tl.float64))
+    tl.store(out_ptr + 3, d.to(tl.float64))
+
+
+def test_scalar_argument_types():
+    out = torch.zeros(4, dtype=torch.float64)
+    _scalars_kernel[(1,)](out, -7, 2 ** 40 + 1, 0.25, 2 ** 31 + 5)   # i32, i64, f32, i64
+    assert out.tolist() == [-7.0, float(2 ** 40 + 1), 0.25, float(2 ** 31 + 5)]
+
+
+def test_second_launch_neither_recompiles_nor_reloads():
+    x, y, out = torch.rand(777), torch.rand(777), torch.zeros(777)
+    K.add_kernel[(7,)](x, y, out, 777, BLOCK_SIZE=128)
+    compiles, loads = iree_compile.COMPILE_STATS["compiles"], runtime.LOAD_STATS["loads"]
+    for _ in range(3):
+        K.add_kernel[(7,)](x, y, out, 777, BLOCK_SIZE=128)
+    assert iree_compile.COMPILE_STATS["compiles"] == compiles
+    assert runtime.LOAD_STATS["loads"] == loads
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+def test_compiled_modules_are_cached_on_disk(tmp_path, monkeypatch):
+    # A fresh process with a fresh cache compiles once; a second process reuses the vmfb.
+    code = ("import sys, torch; sys.path.insert(0, %r); import kernels as K;"
+            "from triton_iree import compile as c;"
+            "x = torch.rand(100); o = torch.zeros(100); K.run_add(x, x, o, BLOCK_SIZE=32);"
+            "assert torch.equal(o, x + x); print(c.COMPILE_STATS['compiles'])") % str(K.__file__.rsplit('/', 1)[0])
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    assert [r.stdout.strip() for r in runs] == ["1", "0"]
+    assert any(p.suffix == ".vmfb" for p in (tmp_path / "cache").rglob("*"))
+
+
+def test_iree_cache_key_covers_target_flags_and_version():
+    t1 = iree_compile.make_target("llvm-cpu")
+    t2 = iree_compile.make_target("llvm-cpu", cpu="generic")
+    assert iree_compile.cache_key("m", t1) != iree_compile.cache_key("m", t2)
+    assert iree_compile.cache_key("m", t1) != iree_compile.cache_key("m2", t1)
+    assert iree_compile.cache_key("m", t1) == iree_compile.cache_key("m", t1)
+
+
+def test_dump_dir_has_every_stage_and_the_command_reproduces(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_IREE_DUMP_DIR", str(tmp_path))
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    x = torch.rand(50)
+    out = torch.zeros(50)
+    K.run_add(x, x, out, BLOCK_SIZE=16)
+    d = tmp_path / "add_kernel"
+    assert (d / "add_kernel.ttir").read_text().count('"tt.load"') == 2
+    assert "flow.dispatch.workgroups" in (d / "add_kernel.iree.mlir").read_text()
+    cmd = (d / "iree-compile.sh").read_text()
+    assert "--iree-llvmcpu-disable-distribution" in cmd
+    from iree.compiler.tools import binaries
+    tool = binaries.find_tool("iree-compile")
+    r = subprocess.run(cmd.replace("iree-compile", tool, 1), shell=True, cwd=d, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (d / "add_kernel.vmfb").stat().st_size > 0
+
+
+@triton.jit
+def _unsupported_kernel(x_ptr):
+    offs = tl.arange(0, 8)
+    tl.atomic_add(x_ptr + offs, 1.0)
+
+
+def test_unsupported_op_raises_before_touching_data():
+    x = torch.zeros(8)
+    with pytest.raises(UnsupportedError, match=r"tt\.atomic_rmw.*test_backend\.py:\d+"):
+        _unsupported_kernel[(1,)](x)
+    assert torch.equal(x, torch.zeros(8))
+
+
+def test_bad_arguments_raise_launch_errors_and_leave_tensors_alone():
+    import numpy as np
+    y = torch.rand(64)
+    out = torch.full((64,), 5.0)
+    # Memory that IREE cannot import (not 64-byte aligned, and no aligned address before it
+    # inside the storage): refused before anything runs.
+    big = np.zeros(256, dtype=np.float32)
+    k = next(k for k in range(32) if (big.ctypes.data + 4 * k) % 64 == 4)
+    x = torch.from_numpy(big[k:k + 64])
+    assert x.untyped_storage().data_ptr() % 64 == 4
+    with pytest.raises(LaunchError, match="cannot be imported"):
+        K.run_add(x, y, out, BLOCK_SIZE=64)
+    assert torch.all(out == 5.0)

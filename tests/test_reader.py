@@ -1,0 +1,53 @@
+import pytest
+import triton
+import triton.language as tl
+
+from triton_iree import UnsupportedError, frontend, reader
+from triton_iree import tile as t
+
+from helpers import add_program
+
+
+def test_pointers_become_buffers_plus_offsets():
+    k = add_program(256)
+    assert k.name == "add_kernel"
+    assert [p.name for p in k.buffers] == ["x_ptr", "y_ptr", "out_ptr"]
+    assert [p.dtype for p in k.buffers] == ["f32"] * 3
+    assert [(p.name, p.dtype) for p in k.scalars] == [("n_elements", "i32")]
+    assert len(k.base_offsets) == 3
+    loads = [op for op in k.walk() if isinstance(op, t.Load)]
+    stores = [op for op in k.walk() if isinstance(op, t.Store)]
+    assert [op.buffer.name for op in loads] == ["x_ptr", "y_ptr"]
+    assert [op.buffer.name for op in stores] == ["out_ptr"]
+    assert all(op.offsets.dtype == "i64" and op.offsets.shape == (256,) for op in loads + stores)
+    assert k.stored_buffers() == [k.buffers[2]]
+
+
+@triton.jit
+def _atomic_kernel(x_ptr, n):
+    tl.atomic_add(x_ptr + tl.arange(0, 16), 1.0)
+
+
+@triton.jit
+def _while_kernel(x_ptr, n):
+    i = 0
+    while i < n:
+        i += 1
+    tl.store(x_ptr, i)
+
+
+@pytest.mark.parametrize("fn,opname", [(_atomic_kernel, "tt.atomic_rmw"), (_while_kernel, "scf.while")])
+def test_unsupported_ops_name_op_and_source_line(fn, opname):
+    text = frontend.kernel_ttir(fn, dict(x_ptr="*fp32", n="i32"))
+    with pytest.raises(UnsupportedError) as e:
+        reader.read_ttir(text)
+    msg = str(e.value)
+    assert opname in msg
+    assert "test_reader.py:" in msg, msg
+    assert fn.fn.__name__ in msg
+
+
+def test_malformed_ttir_is_an_input_error():
+    from triton_iree import InputError
+    with pytest.raises(InputError):
+        reader.read_ttir('"builtin.module"() ({ "tt.func"(')
