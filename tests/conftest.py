@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
 # A fresh cache directory: every test session compiles what it tests.
-_cache = tempfile.mkdtemp(prefix="triton-iree-test-cache-")
+_cache = os.environ.get("TRITON_IREE_TEST_CACHE") or tempfile.mkdtemp(prefix="triton-iree-test-cache-")
 os.environ["TRITON_CACHE_DIR"] = _cache
 os.environ.pop("TRITON_INTERPRET", None)
 

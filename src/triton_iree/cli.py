@@ -58,9 +58,10 @@ def _write(path: str, data: str | bytes) -> None:
 
 
 def _cmd_prepare(args) -> None:
+    text = _read(args.input)
     from . import compile as iree_compile
     from .ttshared import prepare
-    out = prepare(_read(args.input))
+    out = prepare(text)
     _write(args.output, out)
     if args.print_flags:
         print(" ".join(iree_compile.flags(iree_compile.make_target("llvm-cpu"))), file=sys.stderr)
@@ -69,10 +70,11 @@ def _cmd_prepare(args) -> None:
 def _cmd_compile(args) -> None:
     import shlex
 
+    text = _read(args.input)
     from . import compile as iree_compile
     from .ttshared import prepare
     target = iree_compile.make_target(args.target, arch=args.arch)
-    module = prepare(_read(args.input))
+    module = prepare(text)
     if args.print_command:
         print(" ".join(shlex.quote(c) for c in iree_compile.command_line(target, "<prepared>.mlir", args.output)),
               file=sys.stderr)
