@@ -350,20 +350,10 @@ class Emitter:
         return any(r.id in self.facts.live for r in op.results)
 
     def _op(self, op: t.Op) -> None:
-        if isinstance(op, t.Store):
-            self._store(op)
-            return
-        if isinstance(op, t.For):
-            self._for(op)
-            return
-        if isinstance(op, t.If):
-            self._if(op)
-            return
-        if isinstance(op, t.Reduce):
-            self._reduce(op)
-            return
-        if isinstance(op, t.Dot):
-            self._dot(op)
+        structural = {t.Store: self._store, t.For: self._for, t.If: self._if, t.Reduce: self._reduce,
+                      t.Dot: self._dot}.get(type(op))
+        if structural is not None:
+            structural(op)
             return
         v = op.results[0]
         if not v.is_tile:
@@ -889,18 +879,19 @@ class Emitter:
                 res = ends.pop()
         return res
 
+    def _point_cond(self, box: Optional[Box]) -> Optional[str]:
+        """For a single-element access: an i1 that holds when index 0 is inside `box`."""
+        if box is None:
+            return None
+        conds = [self._cond_value(c) for c in box.conds]
+        for d in range(len(box.lo)):
+            conds += [self._cmp("sle", self.poly(q), self.idx(0)) for q in box.lo[d]]
+            conds += [self._cmp("sgt", self.poly(q), self.idx(0)) for q in box.hi[d]]
+        return self._and(conds)
+
     def _scalar_read(self, p: t.Param, off: str, box: Optional[Box], other: Optional[str], dt: str,
                      shape=()) -> str:
-        cond = None
-        if box is not None:
-            conds = [self._cond_value(c) for c in box.conds]
-            # Bounds on size-1 dims hold at index 0.
-            for d in range(len(box.lo)):
-                for q in box.lo[d]:
-                    conds.append(self._cmp("sle", self.poly(q), self.idx(0)))
-                for q in box.hi[d]:
-                    conds.append(self._cmp("sgt", self.poly(q), self.idx(0)))
-            cond = self._and(conds)
+        cond = self._point_cond(box)
 
         def read() -> str:
             x = self.fresh("sl")
@@ -1004,15 +995,7 @@ class Emitter:
         self._row_loops(outer, shape, ranges, None, rty, row)
 
     def _scalar_write(self, p: t.Param, off: str, value: str, box: Optional[Box]) -> None:
-        conds = []
-        if box is not None:
-            conds = [self._cond_value(c) for c in box.conds]
-            for d in range(len(box.lo)):
-                for q in box.lo[d]:
-                    conds.append(self._cmp("sle", self.poly(q), self.idx(0)))
-                for q in box.hi[d]:
-                    conds.append(self._cmp("sgt", self.poly(q), self.idx(0)))
-        cond = self._and(conds)
+        cond = self._point_cond(box)
         if cond is not None:
             self.w(f"scf.if {cond} {{")
             self.indent += 1
