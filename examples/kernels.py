@@ -286,3 +286,37 @@ def inplace_rmw_kernel(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2 + 1, mask=m)
+
+
+@triton.jit
+def store_then_load_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Stores a block, then reads it back reversed in the same program: loads see earlier stores."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1, mask=m)
+    rev = tl.program_id(0) * BLOCK + (BLOCK - 1 - tl.arange(0, BLOCK))
+    tl.store(x_ptr + offs, tl.load(out_ptr + rev, mask=rev < n, other=0.0), mask=m)
+
+
+@triton.jit
+def reversed_copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out[i] = x[n - 1 - i]: a slice with stride -1."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + (n - 1 - offs), mask=m), mask=m)
+
+
+@triton.jit
+def even_mask_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """A mask that is not a bounds check, and an `other` that is not uniform."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = (offs < n) & (offs % 2 == 0)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m, other=offs.to(tl.float32)), mask=m)
+
+
+@triton.jit
+def strided_copy_kernel(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    """out[i] = x[i * stride] with a runtime stride (0 included)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs * stride, mask=m), mask=m)

@@ -208,3 +208,43 @@ def test_in_place_read_modify_write(seeded):
     K.inplace_rmw_kernel[(triton.cdiv(n, 256),)](buf, n, BLOCK=256)
     ref[:n] = ref[:n] * 2 + 1
     torch.testing.assert_close(buf, ref, rtol=0, atol=0)
+
+
+def test_loads_see_earlier_stores_in_the_same_program(seeded):
+    n, B = 1000, 128
+    x = torch.randn(n)
+    x0 = x.clone()
+    out = torch.zeros(n)
+    K.store_then_load_kernel[(triton.cdiv(n, B),)](x, out, n, BLOCK=B)
+    torch.testing.assert_close(out, x0 + 1, rtol=0, atol=0)
+    ref = torch.zeros(n)
+    for o in range(n):
+        r = (o // B) * B + (B - 1 - o % B)
+        ref[o] = x0[r] + 1 if r < n else 0.0
+    torch.testing.assert_close(x, ref, rtol=0, atol=0)
+
+
+def test_negative_stride(seeded):
+    x = torch.randn(1000)
+    out = torch.zeros(1000)
+    K.reversed_copy_kernel[(8,)](x, out, 1000, BLOCK=128)
+    torch.testing.assert_close(out, x.flip(0), rtol=0, atol=0)
+
+
+def test_mask_that_is_not_a_bounds_check(seeded):
+    x = torch.randn(1000)
+    out = torch.full((1000,), 5.0)
+    K.even_mask_kernel[(8,)](x, out, 1000, BLOCK=128)
+    ref = torch.full((1000,), 5.0)
+    ref[::2] = x[::2]
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("stride", [0, 2, 3])
+def test_runtime_strides(seeded, stride):
+    n = 1000
+    x = torch.randn(3 * n + 1)
+    out = torch.zeros(n)
+    K.strided_copy_kernel[(8,)](x, out, n, stride, BLOCK=128)
+    ref = x[0].expand(n) if stride == 0 else x[::stride][:n]
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
