@@ -320,3 +320,15 @@ def strided_copy_kernel(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs * stride, mask=m), mask=m)
+
+
+@triton.jit
+def low_precision_kernel(x_ptr, y_ptr, out_ptr, sum_ptr, n, BLOCK: tl.constexpr):
+    """Elementwise math and a reduction in the buffers' own precision (fp16 / bf16)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    y = tl.load(y_ptr + offs, mask=m, other=0.0)
+    z = x * 3 + y / 7 - x * y
+    tl.store(out_ptr + offs, z, mask=m)
+    tl.store(sum_ptr + tl.program_id(0), tl.sum(z.to(tl.float32), axis=0))

@@ -248,3 +248,26 @@ def test_runtime_strides(seeded, stride):
     K.strided_copy_kernel[(8,)](x, out, n, stride, BLOCK=128)
     ref = x[0].expand(n) if stride == 0 else x[::stride][:n]
     torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_elementwise_rounds_each_op(seeded, dtype):
+    n, B = 3000, 512
+    x, y = torch.randn(n).to(dtype), torch.randn(n).to(dtype)
+    out = torch.zeros(n, dtype=dtype)
+    sums = torch.zeros(triton.cdiv(n, B))
+    K.low_precision_kernel[(triton.cdiv(n, B),)](x, y, out, sums, n, BLOCK=B)
+    # Triton's semantics: x * 3 and x * y round to `dtype`; `/` promotes to fp32, so the rest is
+    # fp32, rounded once by the store. torch rounds after every op in the same way.
+    z = (x * 3).float() + y.float() / 7 - (x * y).float()
+    assert torch.equal(out, z.to(dtype))
+    ref_sums = torch.nn.functional.pad(z, (0, B * len(sums) - n)).view(-1, B).sum(1)
+    torch.testing.assert_close(sums, ref_sums, rtol=1e-5, atol=1e-4)
+
+
+def test_bf16_matmul_fp32_accumulator(seeded):
+    a = torch.randn(64, 96).bfloat16()
+    b = torch.randn(96, 48).bfloat16()
+    c = K.run_matmul(a, b, BLOCK_M=32, BLOCK_N=16, BLOCK_K=32)
+    ref = (a.float() @ b.float()).bfloat16()
+    torch.testing.assert_close(c, ref, rtol=1e-2, atol=1e-2)

@@ -34,6 +34,8 @@ _INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.
              "arith.floordivsi"}
 # Ops recomputed inside each consumer rather than read from a materialized tensor.
 _CHEAP_OPS = (t.Constant, t.Splat, t.MakeRange, t.Broadcast, t.ExpandDims, t.Trans)
+# bf16 ops that IREE's bf16-as-f32 emulation gets right: no rounding involved.
+_BF16_EXACT = {"arith.select", "arith.bitcast", "arith.extf"}
 _CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.extf", "arith.truncf",
           "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
 
@@ -398,29 +400,77 @@ class Emitter:
         raise self.err(f"unsupported scalar op {op.name}", op)
 
     def _elementwise(self, op: t.Elementwise, args: list[str], out) -> str:
+        dtypes = [a.dtype for a in op.args]
+        rdtype = op.result.dtype
+        if "bf16" in dtypes + [rdtype] and op.opname not in _BF16_EXACT:
+            return self._bf16_elementwise(op, args, dtypes, out)
+        return self._arith(op.opname, op.attrs, args, dtypes, rdtype, out)
+
+    def _arith(self, name: str, attrs: dict, args: list[str], dtypes: list[str], rdtype: str, out) -> str:
         r = self.fresh()
-        name = op.opname
-        rt_ = op.result.dtype
-        at = op.args[0].dtype
+        at = dtypes[0]
         if name in ("arith.cmpi", "arith.cmpf"):
-            out(f"{r} = {name} {op.attrs['predicate']}, {args[0]}, {args[1]} : {at}")
+            out(f"{r} = {name} {attrs['predicate']}, {args[0]}, {args[1]} : {at}")
         elif name == "arith.select":
-            out(f"{r} = arith.select {args[0]}, {args[1]}, {args[2]} : {rt_}")
+            out(f"{r} = arith.select {args[0]}, {args[1]}, {args[2]} : {rdtype}")
         elif name in _CASTS:
-            out(f"{r} = {name} {args[0]} : {at} to {rt_}")
+            if at == rdtype:
+                return args[0]
+            out(f"{r} = {name} {args[0]} : {at} to {rdtype}")
         elif name in _INT_DIVS:
             # Division by zero is undefined in Triton but traps on a CPU; masked-off lanes
             # compute too, so guard the divisor.
             zero, one = self.fresh(), self.fresh()
-            out(f"{zero} = arith.constant 0 : {rt_}")
-            out(f"{one} = arith.constant 1 : {rt_}")
+            out(f"{zero} = arith.constant 0 : {rdtype}")
+            out(f"{one} = arith.constant 1 : {rdtype}")
             isz, safe = self.fresh(), self.fresh()
-            out(f"{isz} = arith.cmpi eq, {args[1]}, {zero} : {rt_}")
-            out(f"{safe} = arith.select {isz}, {one}, {args[1]} : {rt_}")
-            out(f"{r} = {name} {args[0]}, {safe} : {rt_}")
+            out(f"{isz} = arith.cmpi eq, {args[1]}, {zero} : {rdtype}")
+            out(f"{safe} = arith.select {isz}, {one}, {args[1]} : {rdtype}")
+            out(f"{r} = {name} {args[0]}, {safe} : {rdtype}")
         else:
-            out(f"{r} = {name} {', '.join(args)} : {rt_}")
+            out(f"{r} = {name} {', '.join(args)} : {rdtype}")
         return r
+
+    def _bf16_elementwise(self, op: t.Elementwise, args: list[str], dtypes: list[str], out) -> str:
+        """bf16 arithmetic, computed in f32 and rounded to bf16 explicitly (round to nearest
+        even). IREE's CPU codegen computes bf16 in f32 and drops the rounding, even that of an
+        explicit f32 -> bf16 cast, which would give results Triton never computes."""
+        wide = []
+        for a, d in zip(args, dtypes):
+            if d == "bf16":
+                w = self.fresh()
+                out(f"{w} = arith.extf {a} : bf16 to f32")
+                a = w
+            wide.append(a)
+        wdtypes = ["f32" if d == "bf16" else d for d in dtypes]
+        rdtype = op.result.dtype
+        if rdtype != "bf16":
+            return self._arith(op.opname, op.attrs, wide, wdtypes, rdtype, out)
+        name = op.opname
+        if name == "arith.truncf":
+            name = "arith.truncf" if wdtypes[0] == "f64" else "arith.extf"   # to f32 (no-op for f32)
+        x = self._arith(name, op.attrs, wide, wdtypes, "f32", out)
+        # Round x (f32) to the nearest bf16, ties to even; NaNs stay (quiet) NaNs.
+        b, lsb, r1, r2, keep, nan, qn, pick, y, res = (self.fresh() for _ in range(10))
+        c16, c1, c7fff, cmask, cq = (self.fresh() for _ in range(5))
+        out(f"{c16} = arith.constant 16 : i32")
+        out(f"{c1} = arith.constant 1 : i32")
+        out(f"{c7fff} = arith.constant 32767 : i32")
+        out(f"{cmask} = arith.constant -65536 : i32")
+        out(f"{cq} = arith.constant 4194304 : i32")
+        out(f"{b} = arith.bitcast {x} : f32 to i32")
+        out(f"{lsb} = arith.shrui {b}, {c16} : i32")
+        out(f"{r1} = arith.andi {lsb}, {c1} : i32")
+        out(f"{r2} = arith.addi {b}, {c7fff} : i32")
+        out(f"{keep} = arith.addi {r2}, {r1} : i32")
+        out(f"{qn} = arith.ori {b}, {cq} : i32")
+        out(f"{nan} = arith.cmpf uno, {x}, {x} : f32")
+        out(f"{pick} = arith.select {nan}, {qn}, {keep} : i32")
+        out(f"{y} = arith.andi {pick}, {cmask} : i32")
+        rounded = self.fresh()
+        out(f"{rounded} = arith.bitcast {y} : i32 to f32")
+        out(f"{res} = arith.truncf {rounded} : f32 to bf16")
+        return res
 
     # -- polynomials -> index values ------------------------------------------------------
     def atom_index(self, a) -> str:
