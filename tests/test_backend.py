@@ -158,3 +158,34 @@ def test_bad_arguments_raise_launch_errors_and_leave_tensors_alone():
     with pytest.raises(LaunchError, match="cannot be imported"):
         K.run_add(x, y, out, BLOCK_SIZE=64)
     assert torch.all(out == 5.0)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 256}, num_warps=8)],
+                 key=["n"])
+@triton.jit
+def _autotuned_scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
+
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def _heuristic_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs) + 1)
+    else:
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 2, mask=offs < n)
+
+
+def test_autotune_and_heuristics():
+    x = torch.randn(1000)
+    out = torch.zeros(1000)
+    _autotuned_scale[lambda meta: (triton.cdiv(1000, meta["BLOCK"]),)](x, out, 1000)
+    torch.testing.assert_close(out, x * 3, rtol=0, atol=0)
+    assert _autotuned_scale.best_config.kwargs["BLOCK"] in (64, 256)
+    for n, add in ((1024, 1.0), (1000, 2.0)):
+        x = torch.randn(n)
+        out = torch.zeros(n)
+        _heuristic_copy[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)
+        torch.testing.assert_close(out, x + add, rtol=0, atol=0)
