@@ -332,3 +332,11 @@ def low_precision_kernel(x_ptr, y_ptr, out_ptr, sum_ptr, n, BLOCK: tl.constexpr)
     z = x * 3 + y / 7 - x * y
     tl.store(out_ptr + offs, z, mask=m)
     tl.store(sum_ptr + tl.program_id(0), tl.sum(z.to(tl.float32), axis=0))
+
+
+@triton.jit
+def rand_kernel(out_ptr, seed, n, BLOCK: tl.constexpr):
+    """Philox random numbers (tl.rand: umulhi, shifts, xors) clamped to [0.1, 0.9]."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    r = tl.rand(seed, offs)
+    tl.store(out_ptr + offs, tl.clamp(r, 0.1, 0.9), mask=offs < n)

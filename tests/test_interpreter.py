@@ -86,3 +86,11 @@ def test_argmax_matches_interpreter(tmp_path):
                      lambda: (x.clone(), torch.zeros(9, dtype=torch.int32), torch.zeros(9), 200, 200),
                      tmp_path, BLOCK=256)
     _same(ours, ref)
+
+
+def test_philox_rand_and_clamp_match_interpreter(tmp_path):
+    n = 1500
+    ours, ref = both(K.rand_kernel, (triton.cdiv(n, 256),), lambda: (torch.zeros(n), 1234, n), tmp_path,
+                     BLOCK=256)
+    _same(ours, ref)
+    assert 0.1 <= ours[0].min() and ours[0].max() <= 0.9 and ours[0].std() > 0.2

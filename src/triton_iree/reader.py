@@ -247,6 +247,25 @@ class TTIRReader:
         off = t.Elementwise("arith.select", [cond, a.offsets, b.offsets], a.offsets.type, loc=loc)
         self._bind(op, a.moved(self._emit(off).result))
 
+    def _op_tt_mulhiui(self, op, loc: str) -> None:
+        a, b = (self._val(v, op) for v in op.operands)
+        if a.dtype != "i32":
+            raise self._unsupported(op, f"umulhi of {a.dtype} (only i32)")
+        wide = t.with_dtype(a.type, "i64")
+        ea, eb = (self._emit(t.Elementwise("arith.extui", [x], wide, loc=loc)).result for x in (a, b))
+        prod = self._emit(t.Elementwise("arith.muli", [ea, eb], wide, loc=loc)).result
+        c32 = self._emit(t.Constant(32, wide, loc)).result
+        hi = self._emit(t.Elementwise("arith.shrui", [prod, c32], wide, loc=loc)).result
+        self._bind(op, self._emit(t.Elementwise("arith.trunci", [hi], a.type, loc=loc)).result)
+
+    def _op_tt_clampf(self, op, loc: str) -> None:
+        x, lo, hi = (self._val(v, op) for v in op.operands)
+        # propagateNan: 0 = NONE (a NaN x clamps to lo, as on GPUs), 0xFFFF = ALL.
+        nan = _attr_int(op, "propagateNan") != 0
+        mx, mn = ("arith.maximumf", "arith.minimumf") if nan else ("arith.maxnumf", "arith.minnumf")
+        y = self._emit(t.Elementwise(mx, [x, lo], x.type, loc=loc)).result
+        self._bind(op, self._emit(t.Elementwise(mn, [y, hi], x.type, loc=loc)).result)
+
     def _op_arith_constant(self, op, loc: str) -> None:
         ty = self._type(op.results[0].type, op)
         value = _scalar_of_attr(op.attributes["value"], ty.dtype)
