@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 import struct
 import threading
 from dataclasses import dataclass
@@ -168,6 +169,7 @@ class LoadedKernel:
 
 _SUB_RSP_IMM32 = b"\x48\x81\xec"   # sub rsp, imm32
 _SUB_RSP_IMM8 = b"\x48\x83\xec"    # sub rsp, imm8
+_SUB_RSP_REG = re.compile(rb"[\x48\x4c]\x29[\xc4\xcc\xd4\xdc\xe4\xec\xf4\xfc]")   # sub rsp, r64
 
 
 def _stack_bytes_needed(vmfb: bytes) -> int | None:
@@ -193,9 +195,8 @@ def _stack_bytes_needed(vmfb: bytes) -> int | None:
                 continue
             code = elf[off:off + size]
             found = True
-            for j in range(len(code) - 2):
-                if code[j] in (0x48, 0x4C) and code[j + 1] == 0x29 and code[j + 2] & 0xC7 == 0xC4:
-                    return None   # sub rsp, reg
+            if _SUB_RSP_REG.search(code):
+                return None
             for pat, width in ((_SUB_RSP_IMM32, 4), (_SUB_RSP_IMM8, 1)):
                 j = code.find(pat)
                 while j >= 0:
