@@ -93,9 +93,10 @@ LOAD_STATS = {"loads": 0}
 
 # Launches whose buffers span at most this many bytes in all run inline on local-sync; so do
 # launches of a single program, which local-task could not spread over threads anyway.
-# Measured on 2 cores: vector add 2^13 f32 (96 KiB) 4.5 us inline vs 61 us on local-task;
-# softmax 32x1024 (256 KiB) 56 vs 74 us; matmul 128^3 (192 KiB) 200 vs 170 us.
-INLINE_MAX_BYTES = 128 << 10
+# Measured through kernel[grid] on 2 cores, inline vs local-task: vector add 2^14 f32
+# (192 KiB) 19 vs 37 us, 2^18 (3 MiB) 63 vs 72 us; softmax 32x1024 (256 KiB) 72 vs 92 us,
+# 128x1024 (1 MiB) 238 vs 201 us; matmul 128^3 (192 KiB) 200 vs 170 us (raw invokes).
+INLINE_MAX_BYTES = 256 << 10
 # Inline launches run on the caller's stack (commonly 8 MiB), not on the 64 MiB worker stacks,
 # so only kernels whose machine code is known to need at most this much stack run inline.
 INLINE_MAX_STACK_BYTES = 256 << 10
