@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from . import __version__
-from .errors import TritonIreeError
+from .errors import CompileError, TritonIreeError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,11 +57,15 @@ def _write(path: str, data: str | bytes) -> None:
         raise SystemExit(f"triton-iree: error: cannot write {path}: {e.strerror}")
 
 
+def _source_name(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
 def _cmd_prepare(args) -> None:
     text = _read(args.input)
     from . import compile as iree_compile
     from .ttshared import prepare
-    out = prepare(text)
+    out = prepare(text, _source_name(args.input))
     _write(args.output, out)
     if args.print_flags:
         print(" ".join(iree_compile.flags(iree_compile.make_target("llvm-cpu"))), file=sys.stderr)
@@ -74,12 +78,24 @@ def _cmd_compile(args) -> None:
     from . import compile as iree_compile
     from .ttshared import prepare
     target = iree_compile.make_target(args.target, arch=args.arch)
-    module = prepare(text)
+    module = prepare(text, _source_name(args.input))
     if args.print_command:
         print(" ".join(shlex.quote(c) for c in iree_compile.command_line(target, "<prepared>.mlir", args.output)),
               file=sys.stderr)
     vmfb = iree_compile.compile_module(module, target, name="prepared", use_cache=False)
     _write(args.output, vmfb)
+
+
+def _one_line(e: TritonIreeError) -> str:
+    """The error as one line: its first line, or for a failed iree-compile its first diagnostic."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    if isinstance(e, CompileError):
+        diag = next((ln for ln in lines[1:] if "error:" in ln), None)
+        if diag is not None:
+            return f"{lines[0]} {diag}"
+    return lines[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,8 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         {"prepare": _cmd_prepare, "compile": _cmd_compile}[args.command](args)
     except TritonIreeError as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"triton-iree: error: {first}", file=sys.stderr)
+        print(f"triton-iree: error: {_one_line(e)}", file=sys.stderr)
         return 1
     return 0
 

@@ -1086,7 +1086,7 @@ class TTSharedReader:
                 outs = getattr(v, "outputs", None) or getattr(v, "inits", None)
                 if outs is None and hasattr(v, "init"):
                     outs = [v.init]
-                return [o for o in (outs or []) if isinstance(o.type, ir.BaseMemRefType)]
+                return [o for o in (outs or []) if isinstance(o.type, (ir.MemRefType, ir.UnrankedMemRefType))]
             return []
 
         def visit(region) -> None:
