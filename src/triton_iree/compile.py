@@ -38,6 +38,8 @@ def make_target(name: str = "llvm-cpu", *, cpu: str = "host", arch: Optional[str
             f"--iree-llvmcpu-target-cpu={cpu}",
             # One Triton program = one workgroup: IREE must not tile and distribute again.
             "--iree-llvmcpu-disable-distribution",
+            # tl.sum and friends leave the order of a reduction unspecified; let IREE vectorize it.
+            "--iree-llvmcpu-reassociate-fp-reductions",
             # Triton tiles are large (a 64x64 f32 tile is 16 KiB); allow them on the stack.
             "--iree-llvmcpu-stack-allocation-limit=1048576",
             # Loop-carried tiles are vectors; a 64x64 f32 accumulator is a 16 KiB vector.

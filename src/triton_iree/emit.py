@@ -98,6 +98,18 @@ class _Tensor:
     type: str
 
 
+@dataclass(frozen=True)
+class EmitOptions:
+    """Per-target choices of the emitter.
+
+    max_workgroups: run several Triton programs (consecutive along axis 0) in one IREE
+    workgroup so that there are at most about this many workgroups. Each workgroup costs the
+    CPU executor a task; one program per task is too fine for small blocks. None (GPUs): one
+    program per workgroup.
+    """
+    max_workgroups: Optional[int] = None
+
+
 @dataclass
 class _Body:
     """A linalg region under construction: ops are buffered until the inputs are known."""
@@ -108,9 +120,10 @@ class _Body:
 
 
 class Emitter:
-    def __init__(self, kernel: t.Kernel, facts: Facts):
+    def __init__(self, kernel: t.Kernel, facts: Facts, options: EmitOptions = EmitOptions()):
         self.k = kernel
         self.facts = facts
+        self.options = options
         self.lines: list[str] = []
         self.indent = 0
         self.counter = 0
@@ -123,6 +136,7 @@ class Emitter:
         self._use_counts = self._count_uses()
         self.assume_full: set[int] = set()
         self._top_ops: set = set()
+        self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
 
     # -- text helpers -------------------------------------------------------------------
     def fresh(self, hint: str = "v") -> str:
@@ -136,6 +150,8 @@ class Emitter:
         for s in reversed(self.scopes):
             if key in s:
                 return s[key]
+            if "__isolated__" in s:
+                break
         return None
 
     def bind(self, key, val) -> None:
@@ -188,6 +204,11 @@ class Emitter:
             g = self.fresh("wg")
             self.w(f"{g} = arith.index_castui %grid_{axis} : i32 to index")
             wl.append(g)
+        if self.options.max_workgroups:
+            per = self._programs_per_workgroup(*wl)
+            n = self.fresh("wg")
+            self.w(f"{n} = arith.ceildivui {wl[0]}, {per} : index")
+            wl[0] = n
         for p in k.params:
             host_operands.append(f"%{p.name}_{p.index}")
             if p.is_buffer:
@@ -218,7 +239,9 @@ class Emitter:
                f"({', '.join(host_types)}) -> ({', '.join(tied)}) =")
         self.w(f"    ({', '.join(region_args)}) {{")
         self.indent += 2
+        self.scopes.append({"__isolated__": True})   # the dispatch region sees nothing above
         self._dispatch_body()
+        self.scopes.pop()
         self.w("flow.return")
         self.indent -= 2
         self.w("} count(%cx: index, %cy: index, %cz: index) -> (index, index, index) {")
@@ -233,6 +256,15 @@ class Emitter:
         self.w("}")
         return "\n".join(self.lines) + "\n"
 
+    def _programs_per_workgroup(self, gx: str, gy: str, gz: str) -> str:
+        """max(1, ceil(gx / max(1, MAX / (gy * gz)))): programs along axis 0 per workgroup."""
+        yz = self._binop("arith.muli", gy, gz)
+        yz = self._binop("arith.maxui", yz, self.idx(1))
+        along_x = self._binop("arith.divui", self.idx(self.options.max_workgroups), yz)
+        along_x = self._binop("arith.maxui", along_x, self.idx(1))
+        per = self._binop("arith.ceildivui", gx, along_x)
+        return self._binop("arith.maxui", per, self.idx(1))
+
     def _dispatch_body(self) -> None:
         for p in self.k.scalars + self.k.base_offsets:
             self.bind(("s", p.value.id), f"%s{p.index}")
@@ -241,6 +273,32 @@ class Emitter:
         for p in gathered.values():
             if id(p) not in self.written_ids:
                 self.full_buffer[id(p)] = self._full_buffer(p)
+        if not self.options.max_workgroups:
+            self._program()
+            return
+        # This workgroup runs programs [wid * per, min((wid + 1) * per, gx)) along axis 0.
+        grid = []
+        for axis in "xyz":
+            g = self.fresh("n")
+            self.w(f"{g} = arith.index_castui %n{axis} : i32 to index")
+            grid.append(g)
+        per = self._programs_per_workgroup(*grid)
+        wid = self.fresh("wid")
+        self.w(f"{wid} = flow.dispatch.workgroup.id[0] : index")
+        lo = self._binop("arith.muli", wid, per)
+        hi = self._binop("arith.minui", self._binop("arith.addi", lo, per), grid[0])
+        iv = self.fresh("prog")
+        self.w(f"scf.for {iv} = {lo} to {hi} step {self.idx(1)} {{")
+        self.indent += 1
+        self.scopes.append({})
+        self.program_x = iv
+        self._program()
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("}")
+
+    def _program(self) -> None:
+        """The body of one Triton program."""
         versioned = self._versioned_accesses()
         if not versioned:
             self._block(self.k.body)
@@ -386,8 +444,11 @@ class Emitter:
         if isinstance(op, t.Constant):
             return self.const(op.value, v.dtype)
         if isinstance(op, t.ProgramId):
-            i = self.fresh("wid")
-            self.w(f"{i} = flow.dispatch.workgroup.id[{op.axis}] : index")
+            if op.axis == 0 and self.program_x is not None:
+                i = self.program_x
+            else:
+                i = self.fresh("wid")
+                self.w(f"{i} = flow.dispatch.workgroup.id[{op.axis}] : index")
             r = self.fresh("pid")
             self.w(f"{r} = arith.index_castui {i} : index to i32")
             return r
@@ -1317,9 +1378,9 @@ class Emitter:
             self._bind_region_value(op.results[j], n)
 
 
-def emit_module(kernel: t.Kernel, facts: Facts) -> str:
+def emit_module(kernel: t.Kernel, facts: Facts, options: EmitOptions = EmitOptions()) -> str:
     """The IREE input module (MLIR text) for `kernel`."""
-    return Emitter(kernel, facts).module()
+    return Emitter(kernel, facts, options).module()
 
 
 def verify(module_text: str, kernel: str) -> None:
@@ -1330,13 +1391,20 @@ def verify(module_text: str, kernel: str) -> None:
             ir.Module.parse(module_text)
         except ir.MLIRError as e:
             from .errors import CompileError
-            raise CompileError(f"triton-iree emitted an invalid module (a bug; please report it with "
-                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel) from None
+            err = CompileError(f"triton-iree emitted an invalid module (a bug; please report it with "
+                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel)
+            err.module_text = module_text
+            raise err from None
 
 
-def lower(kernel: t.Kernel) -> str:
+def cpu_options() -> EmitOptions:
+    import os
+    return EmitOptions(max_workgroups=max(128, 8 * (os.cpu_count() or 1)))
+
+
+def lower(kernel: t.Kernel, options: EmitOptions = EmitOptions()) -> str:
     """Tile program -> verified IREE input module: the analyses, then the emitter."""
     from .analysis import analyze
-    text = emit_module(kernel, analyze(kernel))
+    text = emit_module(kernel, analyze(kernel), options)
     verify(text, kernel.name)
     return text

@@ -11,7 +11,8 @@ from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from .. import compile as iree_compile
 from .. import frontend, reader
-from ..emit import lower
+from ..emit import EmitOptions, cpu_options, lower
+from ..errors import CompileError
 
 
 @functools.lru_cache()
@@ -97,15 +98,19 @@ class IreeBackend(BaseBackend):
         stages["iree"] = lambda src, metadata: self._lower(src, metadata)
         stages["vmfb"] = lambda src, metadata: self._compile(src, metadata)
 
-    @staticmethod
-    def _lower(mod, metadata: dict) -> str:
+    def _lower(self, mod, metadata: dict) -> str:
         text = frontend.generic_text(mod)
         name = mod.get_entry_func_name()
         iree_compile.dump(name, f"{name}.ttir", text)
         kernel = reader.read_ttir(text)
         metadata["name"] = kernel.name
         metadata["shared"] = 0
-        return lower(kernel)
+        try:
+            return lower(kernel, cpu_options() if self.iree_target.is_cpu else EmitOptions())
+        except CompileError as e:
+            if hasattr(e, "module_text"):
+                iree_compile.dump(name, f"{name}.iree.mlir", e.module_text)
+            raise
 
     def _compile(self, module_text: str, metadata: dict) -> bytes:
         return iree_compile.compile_module(module_text, self.iree_target, name=metadata["name"])
