@@ -264,6 +264,21 @@ def test_mask_on_a_size_one_dim_is_kept():
     np.testing.assert_array_equal(res.reshape(M + 3, ld), expect)
 
 
+def test_partial_fill_and_affine_scalar_access():
+    text = data("partial_fill_affine.mlir")
+    vmfb = compile_text(text, "partial_fill_affine.mlir")
+    for n in (0, 10, 61, 100):
+        v = np.array([4.5], np.float32)
+        out = np.full(64 * 3 + 5, -1.0, np.float32)
+        (res,) = run(vmfb, "partial_fill_kernel", v, out, n, 3, 1, 1)
+        row = np.ones(64, np.float32)
+        row[3:3 + min(n, 61)] = 4.5   # the fill of a subview [3, 3 + n)
+        row[63] = 9.0                 # affine.store of v + v
+        expect = out.copy()
+        expect[:192] = np.tile(row, 3)
+        np.testing.assert_array_equal(res, expect)
+
+
 # --- errors ------------------------------------------------------------------------------------
 
 def _bad_op_text() -> str:

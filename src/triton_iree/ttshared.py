@@ -705,37 +705,69 @@ class TTSharedReader:
             shape = rshape
         return x
 
-    def _op_memref_load(self, op, loc: str) -> None:
-        ops = list(op.operation.operands)
-        m = self.get(ops[0], op)
-        idx = self._indices(op, ops[1:])
+    def _element_load(self, op, m, idx: list[t.Value], loc: str) -> None:
         if isinstance(m, BufView):
-            off = m.offset
-            for i, st in zip(idx, m.strides):
-                off = self.add(off, self.mul(i, st, loc), loc)
             ty = t.ScalarType(m.param.dtype)
-            self.bind(op, self.emit(t.Load(m.param, self.i64(off, loc), None, None, ty, loc)).result)
+            off = self.i64(self._element_offset(m, idx, loc), loc)
+            self.bind(op, self.emit(t.Load(m.param, off, None, None, ty, loc)).result)
             return
         root, at = self._point(m, idx, op, loc)
         self.bind(op, self._extract(self.tile(root, op), at, loc))
 
-    def _op_memref_store(self, op, loc: str) -> None:
-        ops = list(op.operation.operands)
-        v = self.scalar(ops[0], op)
-        m = self.get(ops[1], op)
-        idx = self._indices(op, ops[2:])
+    def _element_store(self, op, v: t.Value, m, idx: list[t.Value], loc: str) -> None:
         if isinstance(m, BufView):
-            off = m.offset
-            for i, st in zip(idx, m.strides):
-                off = self.add(off, self.mul(i, st, loc), loc)
             if v.dtype != m.param.dtype:
                 raise self._unsupported(op, f"a store of {v.dtype} into {m.param.dtype}")
-            self.emit(t.Store(m.param, self.i64(off, loc), v, None, loc))
+            self.emit(t.Store(m.param, self.i64(self._element_offset(m, idx, loc), loc), v, None, loc))
             return
         root, at = self._point(m, idx, op, loc)
         if not isinstance(root, Alloc):
             raise self._unsupported(op, "a store into this memref")
         root.value = self._insert(root.value, v, at, root.shape, loc)
+
+    def _element_offset(self, m: BufView, idx: list[Scalar], loc: str) -> Scalar:
+        off = m.offset
+        for i, st in zip(idx, m.strides):
+            off = self.add(off, self.mul(i, st, loc), loc)
+        return off
+
+    def _op_memref_load(self, op, loc: str) -> None:
+        ops = list(op.operation.operands)
+        self._element_load(op, self.get(ops[0], op), self._indices(op, ops[1:]), loc)
+
+    def _op_memref_store(self, op, loc: str) -> None:
+        ops = list(op.operation.operands)
+        self._element_store(op, self.scalar(ops[0], op), self.get(ops[1], op), self._indices(op, ops[2:]), loc)
+
+    def _affine_indices(self, op, operands) -> list[Scalar]:
+        """The indices of affine.load/store: sums and products of dims, symbols and constants."""
+        amap = ir.AffineMapAttr(op.attributes["map"]).value
+        vals = self._indices(op, operands)
+        loc = self.loc(op)
+
+        def value(e) -> Scalar:
+            if isinstance(e, ir.AffineDimExpr):
+                return vals[e.position]
+            if isinstance(e, ir.AffineSymbolExpr):
+                return vals[amap.n_dims + e.position]
+            if isinstance(e, ir.AffineConstantExpr):
+                return int(e.value)
+            if isinstance(e, ir.AffineAddExpr):
+                return self.add(value(e.lhs), value(e.rhs), loc)
+            if isinstance(e, ir.AffineMulExpr):
+                return self.mul(value(e.lhs), value(e.rhs), loc)
+            raise self._unsupported(op, f"affine map {amap}")
+
+        return [value(e) for e in amap.results]
+
+    def _op_affine_load(self, op, loc: str) -> None:
+        ops = list(op.operation.operands)
+        self._element_load(op, self.get(ops[0], op), self._affine_indices(op, ops[1:]), loc)
+
+    def _op_affine_store(self, op, loc: str) -> None:
+        ops = list(op.operation.operands)
+        self._element_store(op, self.scalar(ops[0], op), self.get(ops[1], op),
+                            self._affine_indices(op, ops[2:]), loc)
 
     def _insert(self, prev, v: t.Value, at, shape, loc: str) -> t.Value:
         if not shape:
@@ -825,6 +857,13 @@ class TTSharedReader:
 
     def _op_linalg_fill(self, op, loc: str) -> None:
         x = self.scalar(op.inputs[0], op)
+        dst = self.get(op.outputs[0], op)
+        if isinstance(dst, Window) and isinstance(dst.root, Alloc) and not dst.is_whole:
+            # A fill of part of an alloc: the fill where the window is, the old contents elsewhere.
+            if x.dtype != dst.root.dtype:
+                raise self._unsupported(op, f"a fill of {x.dtype} into {dst.root.dtype}")
+            self._assign(Window(self.splat(x, dst.root.shape, loc), dst.dims, dst.fixed), dst, op, loc)
+            return
         outs = self._outs(op, op.outputs)
         _, prev = outs[0]
         if x.dtype != prev.dtype:
@@ -1151,6 +1190,9 @@ class TTSharedReader:
                 out.append(arg)   # undefined: any value will do, e.g. the one carried in
             elif isinstance(y, t.Value):
                 out.append(y)
+            elif isinstance(y, Window) and y.is_whole:
+                with self._into(body):
+                    out.append(self.tile(y, op))
             else:
                 raise self._unsupported(op, "a loop-carried value of this kind")
         for a, arg in zip(allocs, carried[len(templates):]):
