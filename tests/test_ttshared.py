@@ -264,6 +264,33 @@ def test_mask_on_a_size_one_dim_is_kept():
     np.testing.assert_array_equal(res.reshape(M + 3, ld), expect)
 
 
+def test_softmax_and_argmax_mixed_form():
+    # linalg.transpose + linalg.reduce, expand_shape, a (d0, 0) broadcast map, linalg.broadcast,
+    # linalg.index, and a two-input linalg.reduce (argmax with ties to the lower index).
+    text = data("softmax_argmax_mixed.mlir")
+    _, accs = accesses(text)
+    assert len(accs) == 3 and all(isinstance(a, analysis.StructuredAccess) for a in accs)
+    vmfb = compile_text(text, "softmax_argmax_mixed.mlir")
+    M, N, ld_in, ld_out = 10, 100, 101, 103
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((M, ld_in)).astype(np.float32)
+    x[2, 5] = x[2, 40] = 9.0
+    out = np.full((M, ld_out), 2.0, np.float32)
+    idx = np.full(M + 2, -5, np.int32)
+    sm, am = run(vmfb, "softmax_argmax_kernel", x.ravel(), out.ravel(), idx, M, N, ld_in, ld_out,
+                 (M + 3) // 4, 1, 1)
+    xs = x[:, :N].astype(np.float64)
+    e = np.exp(xs - xs.max(axis=1, keepdims=True))
+    expect = out.copy()
+    expect[:, :N] = e / e.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(sm.reshape(M, ld_out), expect, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(sm.reshape(M, ld_out)[:, N:], out[:, N:])
+    expect_idx = idx.copy()
+    expect_idx[:M] = xs.argmax(axis=1)
+    assert expect_idx[2] == 5
+    np.testing.assert_array_equal(am, expect_idx)
+
+
 def test_partial_fill_and_affine_scalar_access():
     text = data("partial_fill_affine.mlir")
     vmfb = compile_text(text, "partial_fill_affine.mlir")
