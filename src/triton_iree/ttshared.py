@@ -127,12 +127,14 @@ class TTSharedReader:
                     msg = " ".join(d.message.split())
                     raise InputError(f"input does not parse: {msg}", loc=where or None) from None
                 raise InputError("input does not parse: " + " ".join(str(e).split())) from None
-            funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
-            others = [op for op in module.body.operations if op.operation.name != "func.func"]
+            ops = list(module.body.operations)
+            others = [op for op in ops if op.operation.name != "func.func"]
             if others:
                 raise self._unsupported(others[0], "only func.func is supported at module level")
+            # Declarations (external functions) may sit beside the kernel; calls to them fail later.
+            funcs = [op for op in ops if op.operation.regions[0].blocks]
             if len(funcs) != 1:
-                raise InputError(f"expected one func.func in the module, found {len(funcs)}")
+                raise InputError(f"expected one func.func with a body in the module, found {len(funcs)}")
             return self._read_func(funcs[0])
 
     def _fix_loc(self, loc: str) -> str:
@@ -372,6 +374,7 @@ class TTSharedReader:
 
     def _read_op(self, op, name: str) -> None:
         handler = getattr(self, "_op_" + name.replace(".", "_"), None)
+        self._check_attrs(op, name)
         try:
             if handler is not None:
                 handler(op, self.loc(op))
@@ -384,6 +387,11 @@ class TTSharedReader:
         except Exception as e:   # a form this reader does not expect: report it, op and place
             raise UnsupportedError(f"cannot read op '{name}' ({type(e).__name__}: {e})",
                                    kernel=self.kernel_name, loc=self.loc(op) or None) from e
+
+    def _check_attrs(self, op, name: str) -> None:
+        for attr in _UNSUPPORTED_ATTRS.get(name, ()):
+            if attr in op.operation.attributes:
+                raise self._unsupported(op, f"attribute '{attr}'")
 
     def bind(self, op, x) -> None:
         self.env[op.operation.results[0]] = x
@@ -931,6 +939,7 @@ class TTSharedReader:
         for op in mblock.operations:
             name = op.operation.name
             loc = self.loc(op)
+            self._check_attrs(op, name)
             try:
                 if name == "linalg.yield":
                     return [self.lift(self.scalar(v, op), shape, loc) if not self.get(v, op).is_tile
@@ -1270,6 +1279,10 @@ class TTSharedReader:
         ops = {id(o) for b in blocks for o in b.walk()}
         return isinstance(v.owner, t.Op) and id(v.owner) in ops
 
+
+# Attributes that change an accepted op's meaning in ways the tile program does not express.
+_UNSUPPORTED_ATTRS = {"arith.truncf": ("roundingmode",), "arith.extf": ("roundingmode",),
+                      "scf.for": ("unsignedCmp",)}
 
 # index casts: index is i64 in the tile program.
 _CASTS_TO_INDEX = frozenset({"arith.index_cast", "arith.index_castui"})
