@@ -1236,7 +1236,7 @@ class TTSharedReader:
         for a, v in zip(allocs, before):
             a.value = v
         pure = all(isinstance(o, _PURE_OPS) for b in (tb, eb) for o in b.ops)
-        slots = []   # (index, then value, else value) of values that need the If
+        slots = []   # indices of values that differ between the branches
         merged: list = [None] * len(ty)
         for j, (a, b) in enumerate(zip(ty, ey)):
             if isinstance(a, Undef) and isinstance(b, Undef):
