@@ -340,3 +340,33 @@ def rand_kernel(out_ptr, seed, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     r = tl.rand(seed, offs)
     tl.store(out_ptr + offs, tl.clamp(r, 0.1, 0.9), mask=offs < n)
+
+
+@triton.jit
+def guarded_copy_kernel(x_ptr, out_ptr, n, limit, BLOCK: tl.constexpr):
+    """A mask with a program-wide condition: programs at or past `limit` store nothing."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = (offs < n) & (pid < limit)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m, other=-1.0), mask=m)
+
+
+@triton.jit
+def row_tile_copy_kernel(x_ptr, out_ptr, M, N, stride, BLOCK_N: tl.constexpr):
+    """A 1 x BLOCK_N tile per program, masked on its size-1 row dim (row < M) and on columns."""
+    row = tl.program_id(0) + tl.arange(0, 1)
+    cols = tl.arange(0, BLOCK_N)
+    m = (row[:, None] < M) & (cols[None, :] < N)
+    v = tl.load(x_ptr + row[:, None] * stride + cols[None, :], mask=m, other=0.0)
+    tl.store(out_ptr + row[:, None] * stride + cols[None, :], v + 1, mask=m)
+
+
+@triton.jit
+def broadcast_masked_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Loads a row vector broadcast over rows, masked on both dims (a mask along a dim whose
+    offsets do not change): out[r, c] = x[c] for r < M, c < N."""
+    rm = tl.arange(0, BLOCK_M)
+    rn = tl.arange(0, BLOCK_N)
+    m = (rm[:, None] < M) & (rn[None, :] < N)
+    v = tl.load(x_ptr + rm[:, None] * 0 + rn[None, :], mask=m, other=-3.0)
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], v, mask=m)

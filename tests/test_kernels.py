@@ -271,3 +271,32 @@ def test_bf16_matmul_fp32_accumulator(seeded):
     c = K.run_matmul(a, b, BLOCK_M=32, BLOCK_N=16, BLOCK_K=32)
     ref = (a.float() @ b.float()).bfloat16()
     torch.testing.assert_close(c, ref, rtol=1e-2, atol=1e-2)
+
+
+def test_program_wide_mask_condition(seeded):
+    n, B = 1000, 128
+    x = torch.randn(n)
+    out = torch.full((n,), 4.0)
+    K.guarded_copy_kernel[(triton.cdiv(n, B),)](x, out, n, 3, BLOCK=B)   # programs 0..2 only
+    ref = torch.full((n,), 4.0)
+    ref[:3 * B] = x[:3 * B]
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_mask_on_a_size_one_dim(seeded):
+    M, N, stride = 5, 50, 64
+    x = torch.randn(8, stride)
+    out = torch.full((8, stride), 9.0)
+    K.row_tile_copy_kernel[(8,)](x, out, M, N, stride, BLOCK_N=64)       # rows 5..7 masked off
+    ref = torch.full((8, stride), 9.0)
+    ref[:M, :N] = x[:M, :N] + 1
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_mask_along_a_broadcast_dim(seeded):
+    x = torch.randn(40)
+    out = torch.full((16 * 37 + 5,), 2.0)
+    K.broadcast_masked_kernel[(1,)](x, out, 13, 37, BLOCK_M=16, BLOCK_N=64)
+    ref = torch.full((16 * 37 + 5,), 2.0)
+    ref[:13 * 37] = x[:37].repeat(13)
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)

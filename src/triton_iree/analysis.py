@@ -418,6 +418,10 @@ class _Analyzer:
             box = self.box(op.mask)
             if box is None:
                 return GatherAccess("mask is not a bounds check")
+            shape = op.offsets.shape
+            if any((box.lo[d] or box.hi[d]) and form.strides[d].is_zero() and shape[d] != 1
+                   for d in range(len(shape))):
+                return GatherAccess("mask along a dimension the offsets do not vary with")
         other = None
         if isinstance(op, t.Load) and op.other is not None:
             other = uniform_scalar(op.other)

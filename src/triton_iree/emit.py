@@ -830,6 +830,24 @@ class Emitter:
         hi = self._binop("arith.maxsi", hi, lo)
         return lo, hi
 
+    def _masked_ranges(self, box: Box, shape, active: list[int], inner: int) -> dict:
+        """Clamped [lo, hi) per active dim. The rest of the mask (scalar conditions, bounds on
+        size-1 dims) holds for the whole tile or for none of it: where it fails, the inner
+        range is emptied, so nothing is read or written."""
+        ranges = {d: self._valid_range(box, d, shape[d]) for d in active}
+        rest = Box(tuple(() if d in active else box.lo[d] for d in range(len(shape))),
+                   tuple(() if d in active else box.hi[d] for d in range(len(shape))), box.conds)
+        pred = self._point_cond(rest)
+        if pred is not None:
+            lo, hi = ranges[inner]
+            ranges[inner] = (lo, self._select_index(pred, hi, lo))
+        return ranges
+
+    def _select_index(self, cond: str, a: str, b: str) -> str:
+        r = self.fresh("i")
+        self.w(f"{r} = arith.select {cond}, {a}, {b} : index")
+        return r
+
     def _box_full(self, box: Box, shape: tuple[int, ...]) -> list[str]:
         """i1 values that all hold exactly when the whole tile is valid."""
         conds = []
@@ -860,9 +878,6 @@ class Emitter:
         """(active dims, inner dim) of a structured access."""
         strides = acc.form.strides
         active = [d for d in range(len(shape)) if not strides[d].is_zero()]
-        for d in range(len(shape)):
-            if d not in active and shape[d] != 1 and acc.box is not None and (acc.box.lo[d] or acc.box.hi[d]):
-                raise self.err("masked access along a broadcast dimension", op)
         if not active:
             return active, None
         ones = [d for d in active if strides[d].const_value == 1]
@@ -891,7 +906,7 @@ class Emitter:
         if box is None or id(op) in self.assume_full:
             name = self._slice_load(p, acc, shape, active, inner, rty, None, other)
         else:
-            ranges = {d: self._valid_range(box, d, shape[d]) for d in active}
+            ranges = self._masked_ranges(box, shape, active, inner)
             name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other)
         self.bind(("t", v.id), _Tensor(name, tuple(active), rty.mlir()))
 
@@ -1067,7 +1082,7 @@ class Emitter:
         if box is None or id(op) in self.assume_full:
             self._slice_store(p, acc, shape, active, inner, rty, val, None)
         else:
-            ranges = {d: self._valid_range(box, d, shape[d]) for d in active}
+            ranges = self._masked_ranges(box, shape, active, inner)
             self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
 
     def _slice_store(self, p: t.Param, acc, shape, active, inner, rty: t.TileType, val: str,
