@@ -23,13 +23,6 @@ class TritonIreeError(Exception):
             where.append(f"at {self.loc}")
         return f"{self.message} ({', '.join(where)})" if where else self.message
 
-    def with_kernel(self, kernel: str) -> "TritonIreeError":
-        if self.kernel is None:
-            self.kernel = kernel
-            self.args = (self._render(),)
-        return self
-
-
 class UnsupportedError(TritonIreeError):
     """The kernel uses an op or a form that triton-iree cannot lower correctly (yet)."""
 

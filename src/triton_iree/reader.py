@@ -60,10 +60,6 @@ def ptr_pointee(ty: ir.Type) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def element_type_str(ty: ir.Type) -> str:
-    return str(ty)
-
-
 def memory_dtype(pointee: str) -> str:
     # Triton keeps booleans in memory as bytes.
     return "i8" if pointee == "i1" else pointee
@@ -189,10 +185,6 @@ class TTIRReader:
         if v.dtype == "i64":
             return v
         return self._emit(t.Elementwise("arith.extsi", [v], t.with_dtype(v.type, "i64"), loc=loc)).result
-
-    def _zero_offsets(self, shape: tuple[int, ...], loc: str) -> t.Value:
-        ty = t.TileType(shape, "i64") if shape else t.ScalarType("i64")
-        return self._emit(t.Constant(0, ty, loc)).result
 
     # -- walking -----------------------------------------------------------------------
     def _read_ops(self, mblock, tblock: t.Block) -> list:

@@ -13,7 +13,6 @@ thread (see `LoadedKernel.launch`); everything else runs on local-task's worker 
 from __future__ import annotations
 
 import ctypes
-import functools
 import re
 import struct
 import threading
@@ -343,13 +342,3 @@ def build_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
         args.push_int(lead)
     return args
 
-
-def pack_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any], grid: Sequence[int],
-                   kernel: str) -> rt.VmVariantList:
-    """Builds the VM argument list; raises before anything runs if an argument is unusable."""
-    return build_arguments(dev, plans, values, grid, check_arguments(dev, plans, values, grid, kernel))
-
-
-@functools.lru_cache(maxsize=None)
-def available_drivers() -> tuple[str, ...]:
-    return tuple(rt.query_available_drivers())
