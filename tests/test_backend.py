@@ -189,3 +189,20 @@ def test_autotune_and_heuristics():
         out = torch.zeros(n)
         _heuristic_copy[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)
         torch.testing.assert_close(out, x + add, rtol=0, atol=0)
+
+
+@triton.jit
+def _load_only_kernel(x_ptr):
+    tl.load(x_ptr + tl.arange(0, 16))
+
+
+def test_empty_grid_kernel_without_stores_and_a_million_programs():
+    x = torch.rand(10)
+    out = torch.full((10,), 3.0)
+    K.add_kernel[(0,)](x, x, out, 10, BLOCK_SIZE=16)
+    assert torch.all(out == 3.0)
+    _load_only_kernel[(4,)](torch.rand(16))
+    n = 1 << 22
+    x, out = torch.rand(n), torch.zeros(n)
+    K.run_add(x, x, out, BLOCK_SIZE=4)          # 2^20 programs
+    assert torch.equal(out, x + x)
