@@ -370,3 +370,102 @@ def broadcast_masked_kernel(x_ptr, out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N
     m = (rm[:, None] < M) & (rn[None, :] < N)
     v = tl.load(x_ptr + rm[:, None] * 0 + rn[None, :], mask=m, other=-3.0)
     tl.store(out_ptr + rm[:, None] * N + rn[None, :], v, mask=m)
+
+
+# --- dot variants: each stresses one part of the matmul lowering ------------------------
+
+@triton.jit
+def matmul_stepped_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                          stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_K: tl.constexpr):
+    """The K loop steps by BLOCK_K with k in the mask (`offs_k + k < K`), and uses tl.dot's
+    accumulator argument; the output keeps the inputs' type."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def run_matmul_stepped(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32):
+    M, K = a.shape
+    N = b.shape[1]
+    out = torch.empty((M, N), dtype=a.dtype) if out is None else out
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    matmul_stepped_kernel[grid](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                out.stride(0), out.stride(1), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                                BLOCK_K=BLOCK_K)
+    return out
+
+
+@triton.jit
+def two_dots_rowsum_kernel(a_ptr, b_ptr, d_ptr, c_ptr, e_ptr, s_ptr, M, N, K, BLOCK_M: tl.constexpr,
+                           BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Two accumulators in one K loop (C = A @ B, E = A @ D, contiguous operands), then a row
+    reduction of C: several matmuls and a reduction in one dispatch."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        kk = k * BLOCK_K + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        bm = (kk[:, None] < K) & (rn[None, :] < N)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=bm, other=0.0)
+        d = tl.load(d_ptr + kk[:, None] * N + rn[None, :], mask=bm, other=0.0)
+        acc += tl.dot(a, b)
+        acc2 += tl.dot(a, d)
+    cm = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=cm)
+    tl.store(e_ptr + rm[:, None] * N + rn[None, :], acc2, mask=cm)
+    tl.store(s_ptr + tl.program_id(1) * M + rm, tl.sum(tl.where(cm, acc, 0.0), axis=1), mask=rm < M)
+
+
+@triton.jit
+def decayed_dot_kernel(a_ptr, b_ptr, c_ptr, M, N, K, decay, BLOCK_M: tl.constexpr,
+                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """acc = acc * decay + A_k @ B_k: the accumulator has another use than the dot."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        kk = k * BLOCK_K + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc * decay)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def int8_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_K: tl.constexpr):
+    """An integer dot: int8 operands, int32 accumulator, contiguous operands."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        kk = k * BLOCK_K + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def window_kernel(x_ptr, out_ptr, R, C, stride, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """out[r, c] = 2 * x[r * stride + c]: rows of a 2-D load overlap when stride < BLOCK_C."""
+    rr = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    rc = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    m = (rr[:, None] < R) & (rc[None, :] < C)
+    x = tl.load(x_ptr + rr[:, None] * stride + rc[None, :], mask=m)
+    tl.store(out_ptr + rr[:, None] * C + rc[None, :], x * 2, mask=m)

@@ -54,3 +54,36 @@ def test_poly_algebra():
     assert (pa.scale(3) - pa - pa - pa).is_zero()
     assert (pa + analysis.Poly.const(2)).const_value is None
     assert (analysis.Poly.const(2) * analysis.Poly.const(5)).const_value == 10
+
+
+def test_version_plan_peels_the_k_loop_of_matmul():
+    # The K masks move with the induction variable: the loop is split into its full
+    # iterations and a tail. The M and N bounds and the store are decided at program entry.
+    k = tile_program(K.matmul_kernel, MATMUL_SIG, MATMUL_CONSTS)
+    facts = analysis.analyze(k)
+    plan = facts.plan
+    loop = next(op for op in k.walk() if isinstance(op, t.For))
+    loads = [op for op in k.walk() if isinstance(op, t.Load)]
+    store = next(op for op in k.walk() if isinstance(op, t.Store))
+    assert set(plan.peels) == {id(loop)}
+    peel = plan.peels[id(loop)]
+    assert peel.accesses == {id(op) for op in loads}
+    assert plan.full == {id(store)}
+    # Iteration k is full when BLOCK_K - K + BLOCK_K * k <= 0.
+    for c, d in peel.conds:
+        assert d == 32 and c.terms.get((), 0) == 32
+    assert all(facts.at_entry(b.poly) for b in plan.top if b.poly is not None)
+
+
+def test_version_plan_skips_masks_it_cannot_decide():
+    # A mask that is not a bounds check stays masked; a bound that can never hold for a whole
+    # tile (a constant tile bound below the tile size) is not versioned.
+    k = tile_program(K.even_mask_kernel, dict(x_ptr="*fp32", out_ptr="*fp32", n="i32", BLOCK="constexpr"),
+                     dict(BLOCK=64))
+    assert not analysis.analyze(k).plan
+    k = tile_program(K.row_sum_kernel, dict(x_ptr="*fp32", out_ptr="*fp32", M="i32", N="constexpr",
+                                            stride_m="i32", BLOCK_M="constexpr", BLOCK_N="constexpr"),
+                     dict(N=1, BLOCK_M=16, BLOCK_N=32))
+    plan = analysis.analyze(k).plan
+    load = next(op for op in k.walk() if isinstance(op, t.Load))
+    assert id(load) not in plan.full and not plan.peels

@@ -25,3 +25,48 @@ def test_emitted_modules_are_deterministic():
     _, a = facts_and_module(add_program(256))
     _, b = facts_and_module(add_program(256))
     assert a == b
+
+
+def _matmul_module(options, **consts):
+    from helpers import MATMUL_CONSTS, MATMUL_SIG, tile_program
+    import kernels as K
+    k = tile_program(K.matmul_kernel, MATMUL_SIG, {**MATMUL_CONSTS, **consts})
+    text = emit.lower(k, options)
+    return text
+
+
+def test_cpu_lowering_configs_one_root_on_a_matmul():
+    text = _matmul_module(emit.EmitOptions(max_workgroups=128, cpu_tiling=emit.CpuTiling()),
+                          BLOCK_M=64, BLOCK_N=64, BLOCK_K=64)
+    assert text.count("#iree_codegen.compilation_info") == 1
+    root = next(ln for ln in text.splitlines() if "compilation_info" in ln)
+    assert "linalg.matmul" in root and "DoubleTilingExpert" in root
+    assert "vector_common_parallel = [8, 32, 0], vector_reduction = [0, 0, 1]" in root
+    for ln in text.splitlines():
+        if "linalg." in ln and " = linalg." in ln and "linalg.index" not in ln:
+            assert "lowering_config" in ln or "compilation_info" in ln, ln
+    # The root is in the masked version (always reachable), not in the full one.
+    full, masked = text.split("} else {", 1)
+    assert "compilation_info" in masked.split("flow.return")[0]
+
+
+def test_no_lowering_configs_without_a_matmul_or_cpu_tiling():
+    _, text = facts_and_module(add_program(1024))
+    assert "lowering_config" not in text
+    k = add_program(1024)
+    assert "lowering_config" not in emit.lower(k, emit.cpu_options())
+    assert "lowering_config" not in _matmul_module(emit.EmitOptions())
+
+
+def test_matmul_full_version_form():
+    # Full version: the K loop runs its full iterations with slab loads and a tensor
+    # accumulator, then the tail with masked loads; the masked version follows.
+    text = _matmul_module(emit.EmitOptions(cpu_tiling=emit.CpuTiling()))
+    full = text.split("} else {", 1)[0]
+    loops = [ln for ln in full.splitlines() if "scf.for %iv" in ln]
+    assert len(loops) == 2
+    assert all("-> (tensor<32x32xf32>, index, index)" in ln for ln in loops)
+    first, tail = full.split(loops[1], 1)
+    assert first.count("tensor.expand_shape") == 2 and "vector.transfer" not in first
+    assert "tensor.expand_shape" not in tail.split("scf.yield")[0]
+    assert "arith.floordivsi" in first          # the peel point

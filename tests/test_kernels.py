@@ -300,3 +300,91 @@ def test_mask_along_a_broadcast_dim(seeded):
     ref = torch.full((16 * 37 + 5,), 2.0)
     ref[:13 * 37] = x[:37].repeat(13)
     torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+# --- matmul lowering: full-tile versions, slab loads, peeled K loops, several dots -----------
+
+def _views(M, N, Kd, kind):
+    """(a, b) of shapes (M, Kd), (Kd, N) laid out as `kind`, with storage offsets."""
+    if kind == "contiguous":
+        return torch.randn(M, Kd), torch.randn(Kd, N)
+    if kind == "transposed":       # inner stride 1 along the tile's rows
+        return (torch.randn(Kd + 2, M + 1)[1:Kd + 1, :M].t(),
+                torch.randn(N + 1, Kd + 3)[:N, 3:].t())
+    if kind == "wide_rows":        # row strides larger than the rows, storage offsets
+        return torch.randn(M, Kd + 9)[:, 4:4 + Kd], torch.randn(Kd + 1, N + 11)[1:, 5:5 + N]
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["contiguous", "transposed", "wide_rows"])
+@pytest.mark.parametrize("M,N,Kd,blocks", [(64, 64, 64, (64, 64, 64)), (130, 70, 200, (64, 32, 64)),
+                                           (100, 96, 20, (32, 32, 32)), (33, 129, 1000, (32, 64, 64))])
+def test_matmul_views_and_odd_shapes(seeded, kind, M, N, Kd, blocks):
+    a, b = _views(M, N, Kd, kind)
+    big = torch.full((M + 3, N + 5), 7.0)
+    out = big[1:M + 1, 2:N + 2]
+    K.run_matmul(a, b, out, *blocks)
+    torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-3)
+    big[1:M + 1, 2:N + 2] = 7.0
+    assert torch.all(big == 7.0), "elements outside the output view were written"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("M,N,Kd", [(96, 80, 200), (40, 50, 16), (64, 64, 128)])
+def test_matmul_stepped_k_loop(seeded, dtype, M, N, Kd):
+    # K < BLOCK_K has no full iteration; 200 = 3 full iterations and a tail.
+    a, b = torch.randn(M, Kd).to(dtype), torch.randn(Kd, N).to(dtype)
+    c = K.run_matmul_stepped(a, b, BLOCK_M=32, BLOCK_N=32, BLOCK_K=64)
+    ref = (a.float() @ b.float()).to(dtype)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(c, ref, rtol=tol, atol=tol * 10)
+
+
+def test_two_dots_and_a_reduction_in_one_dispatch(seeded):
+    M, N, Kd, BM, BN = 100, 72, 150, 32, 32
+    a, b, d = torch.randn(M, Kd), torch.randn(Kd, N), torch.randn(Kd, N)
+    c, e = torch.empty(M, N), torch.empty(M, N)
+    gn = triton.cdiv(N, BN)
+    s = torch.empty(gn, M)
+    K.two_dots_rowsum_kernel[(triton.cdiv(M, BM), gn)](a, b, d, c, e, s, M, N, Kd,
+                                                       BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=32)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(e, a @ d, rtol=1e-4, atol=1e-3)
+    ref = torch.nn.functional.pad(a @ b, (0, gn * BN - N)).view(M, gn, BN).sum(2).t()
+    torch.testing.assert_close(s, ref, rtol=1e-4, atol=1e-3)
+
+
+def test_dot_accumulator_with_other_uses(seeded):
+    M, N, Kd, B = 50, 40, 100, 32
+    a, b = torch.randn(M, Kd), torch.randn(Kd, N)
+    c = torch.empty(M, N)
+    K.decayed_dot_kernel[(triton.cdiv(M, B), triton.cdiv(N, B))](a, b, c, M, N, Kd, 0.5,
+                                                                 BLOCK_M=B, BLOCK_N=B, BLOCK_K=B)
+    ref = torch.zeros(M, N)
+    for k in range(0, Kd, B):
+        ref = ref * 0.5 + a[:, k:k + B] @ b[k:k + B]
+    torch.testing.assert_close(c, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_int8_dot_int32_accumulator(seeded):
+    M, N, Kd, B = 70, 90, 130, 32
+    a = torch.randint(-128, 128, (M, Kd), dtype=torch.int8)
+    b = torch.randint(-128, 128, (Kd, N), dtype=torch.int8)
+    c = torch.empty(M, N, dtype=torch.int32)
+    K.int8_matmul_kernel[(triton.cdiv(M, B), triton.cdiv(N, B))](a, b, c, M, N, Kd,
+                                                                 BLOCK_M=B, BLOCK_N=B, BLOCK_K=B)
+    assert torch.equal(c, a.int() @ b.int())
+
+
+@pytest.mark.parametrize("R,C,stride,n", [(40, 50, 7, None), (40, 50, 64, None), (8, 16, 20, 7 * 20 + 16),
+                                          (3, 16, 16, None)])
+def test_2d_load_rows_overlapping_or_ending_the_buffer(seeded, R, C, stride, n):
+    # stride < BLOCK_C: rows overlap (no slab); n = (R - 1) * stride + C: the buffer ends with
+    # the last row's data, so R * stride elements from a tile's start do not fit.
+    n = n or (R - 1) * stride + C + 5
+    x = torch.randn(n)
+    out = torch.full((R * C + 9,), 5.0)
+    BR, BC = 8, 16
+    K.window_kernel[(triton.cdiv(R, BR), triton.cdiv(C, BC))](x, out, R, C, stride, BLOCK_R=BR, BLOCK_C=BC)
+    ref = x.as_strided((R, C), (stride, 1)) * 2
+    torch.testing.assert_close(out[:R * C].view(R, C), ref, rtol=0, atol=0)
+    assert torch.all(out[R * C:] == 5.0)

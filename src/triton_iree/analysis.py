@@ -10,6 +10,9 @@ They return facts; they never change the program.
   wrong.
 - Liveness says which values the emitter must produce: a structured access needs only the
   scalars its forms mention, not its offset and mask tiles.
+- The version plan says when masked accesses are wholly in bounds: conditions computable at
+  program entry, and per loop, the first iterations in which accesses whose masks move with
+  the induction variable are full (the loop can be split there: full iterations, then a tail).
 """
 from __future__ import annotations
 
@@ -207,6 +210,50 @@ class LoopOffset:
     step: Poly
 
 
+@dataclass(frozen=True)
+class Bound:
+    """One condition for a tile to be wholly valid: ``poly <= 0``, or the scalar i1 `value`."""
+    poly: Optional[Poly] = None
+    value: Optional[t.Value] = None
+
+
+def full_bounds(box: Box, shape: tuple[int, ...]) -> list[Bound]:
+    """Conditions that all hold exactly when every index of a `shape` tile is inside `box`."""
+    out = []
+    for d, n in enumerate(shape):
+        out += [Bound(poly=p) for p in box.lo[d]]                       # lo <= 0
+        out += [Bound(poly=Poly.const(n) - p) for p in box.hi[d]]       # n <= hi
+    for c in box.conds:
+        out.append(Bound(value=c.value) if c.kind == "val" else Bound(poly=c.poly + Poly.const(1)))
+    return out
+
+
+@dataclass
+class Peel:
+    """A loop whose accesses `accesses` are full in a prefix of its iterations: those whose
+    induction variable iv has ``c + d * iv <= 0`` for every (c, d) in `conds` (d > 0, c computable
+    at program entry)."""
+    loop: t.For
+    conds: list[tuple[Poly, int]] = field(default_factory=list)
+    accesses: set[int] = field(default_factory=set)
+
+
+@dataclass
+class VersionPlan:
+    """When the masked tile accesses of a program are wholly valid.
+
+    Where every `top` bound holds at program entry, the accesses in `full` are full wherever
+    they run, and those of each `peels` entry are full in the loop's leading iterations.
+    Accesses in neither stay masked.
+    """
+    top: list[Bound] = field(default_factory=list)
+    full: set[int] = field(default_factory=set)
+    peels: dict[int, Peel] = field(default_factory=dict)   # id(loop) -> Peel
+
+    def __bool__(self) -> bool:
+        return bool(self.full or self.peels)
+
+
 @dataclass
 class Facts:
     accesses: dict[int, Access] = field(default_factory=dict)        # id(op) -> access
@@ -214,9 +261,15 @@ class Facts:
     live: set[int] = field(default_factory=set)                      # value ids
     live_ops: set[int] = field(default_factory=set)                  # id(op) of For/If to emit
     carried_used: set[tuple[int, int]] = field(default_factory=set)  # loop offsets to emit
+    entry: set[int] = field(default_factory=set)   # scalar value ids computable at program entry
+    plan: VersionPlan = field(default_factory=VersionPlan)
 
     def access(self, op: t.Op) -> Access:
         return self.accesses[id(op)]
+
+    def at_entry(self, p: Poly) -> bool:
+        """Whether `p` only mentions values computable at program entry."""
+        return all(isinstance(a, t.Value) and a.id in self.entry for a in p.atom_list())
 
 
 class _Analyzer:
@@ -527,11 +580,105 @@ def uniform_scalar(v: t.Value) -> Optional[t.Value]:
     return None
 
 
+def entry_values(kernel: t.Kernel) -> set[int]:
+    """Ids of the scalars computable at program entry: scalar parameters, and pure scalar ops of
+    the top-level block (constants, program ids, arithmetic) on such values."""
+    out = {p.value.id for p in kernel.scalars + kernel.base_offsets if p.value is not None}
+    for op in kernel.body.ops:
+        if isinstance(op, (t.Constant, t.ProgramId, t.NumPrograms)) and not op.result.is_tile:
+            out.add(op.result.id)
+        elif (isinstance(op, t.Elementwise) and not op.result.is_tile
+              and all(a.id in out for a in op.args)):
+            out.add(op.result.id)
+    return out
+
+
+def _enclosing_loops(kernel: t.Kernel) -> dict[int, list[t.For]]:
+    """id(op) -> the scf.for ops around it, outermost first."""
+    out: dict[int, list[t.For]] = {}
+
+    def visit(b: t.Block, loops: list[t.For]) -> None:
+        for op in b.ops:
+            out[id(op)] = loops
+            for r in op.regions():
+                visit(r, loops + [op] if isinstance(op, t.For) else loops)
+
+    visit(kernel.body, [])
+    return out
+
+
+def _peelable(loop: t.For) -> bool:
+    """A positive constant step: the full iterations are a prefix, and where it ends can be
+    computed before the loop (from its bounds and entry values)."""
+    step = loop.step.owner
+    return isinstance(step, t.Constant) and int(step.value) > 0
+
+
+def version_plan(kernel: t.Kernel, facts: Facts) -> VersionPlan:
+    """Which masked tile accesses a full version of the program can treat as unmasked."""
+    plan = VersionPlan()
+    loops_of = _enclosing_loops(kernel)
+    for op in kernel.walk():
+        if not isinstance(op, (t.Load, t.Store)):
+            continue
+        if isinstance(op, t.Load) and op.result.id not in facts.live:
+            continue
+        acc = facts.access(op)
+        value = op.result if isinstance(op, t.Load) else op.value
+        if (not isinstance(acc, StructuredAccess) or acc.box is None or acc.box.trivially_full
+                or not value.is_tile):
+            continue
+        top: list[Bound] = []
+        peel: Optional[tuple[t.For, list[tuple[Poly, int]]]] = None
+        ok = True
+        ivs = {lp.iv.id: lp for lp in loops_of[id(op)]}
+        for b in full_bounds(acc.box, value.shape):
+            if b.poly is not None and b.poly.is_const:
+                ok = b.poly.const_value <= 0      # always or never full
+                if not ok:
+                    break
+                continue
+            if b.value is not None:
+                ok = b.value.id in facts.entry
+                top.append(b)
+            elif facts.at_entry(b.poly):
+                top.append(b)
+            else:
+                # c + d * iv with a constant d > 0, iv the induction variable of a loop around op.
+                moving = {k: c for k, c in b.poly.terms.items()
+                          if any(not (isinstance(b.poly.atoms[a], t.Value) and b.poly.atoms[a].id in facts.entry)
+                                 for a in k)}
+                rest = Poly({k: c for k, c in b.poly.terms.items() if k not in moving}, b.poly.atoms)
+                ok = len(moving) == 1
+                if ok:
+                    (mono, d), = moving.items()
+                    atom = b.poly.atoms[mono[0]] if len(mono) == 1 else None
+                    loop = ivs.get(atom.id) if isinstance(atom, t.Value) else None
+                    ok = loop is not None and d > 0 and _peelable(loop) and \
+                        (peel is None or peel[0] is loop)
+                    if ok:
+                        peel = (loop, (peel[1] if peel else []) + [(rest, d)])
+            if not ok:
+                break
+        if not ok:
+            continue
+        plan.top += top
+        if peel is None:
+            plan.full.add(id(op))
+        else:
+            pl = plan.peels.setdefault(id(peel[0]), Peel(peel[0]))
+            pl.conds += peel[1]
+            pl.accesses.add(id(op))
+    return plan
+
+
 def analyze(kernel: t.Kernel) -> Facts:
-    """Pointer, mask and liveness facts for `kernel`."""
+    """Pointer, mask, liveness and versioning facts for `kernel`."""
     a = _Analyzer(kernel)
     for op in kernel.walk():
         if isinstance(op, (t.Load, t.Store)):
             a.facts.accesses[id(op)] = a.classify(op)
     a.liveness()
+    a.facts.entry = entry_values(kernel)
+    a.facts.plan = version_plan(kernel, a.facts)
     return a.facts

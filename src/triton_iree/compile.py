@@ -42,7 +42,8 @@ def make_target(name: str = "llvm-cpu", *, cpu: str = "host", arch: Optional[str
             "--iree-llvmcpu-reassociate-fp-reductions",
             # Triton tiles are large (a 64x64 f32 tile is 16 KiB); allow them on the stack.
             "--iree-llvmcpu-stack-allocation-limit=1048576",
-            # Loop-carried tiles are vectors; a 64x64 f32 accumulator is a 16 KiB vector.
+            # Loop-carried tiles other than dot accumulators are vectors (16 KiB for 64x64 f32),
+            # and ops IREE rewrites lose their lowering_config and are vectorized whole.
             "--iree-llvmcpu-fail-on-large-vector=false"))
     if name == "cuda":
         return Target("cuda", "cuda", "cuda", (f"--iree-cuda-target={arch or 'sm_80'}",))

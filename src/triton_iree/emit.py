@@ -13,7 +13,8 @@ The body is one ``flow.dispatch.workgroups[gx, gy, gz]``: one Triton program ins
 IREE workgroup, ``tl.program_id`` = ``flow.dispatch.workgroup.id``. Inside it:
 
 - structured loads and stores are ``iree_tensor_ext.dispatch.tensor.load/store`` of slices
-  (a row loop for 2-D and higher tiles), with a static full-tile path beside the masked one;
+  (a row loop for 2-D and higher tiles), with a static full-tile path beside the masked one
+  (see `Emitter._program`: peeled loops, slab loads);
 - gathers are ``tensor.extract`` inside ``linalg.generic``; scatters a per-element loop;
 - elementwise expressions fuse into one ``linalg.generic`` (broadcasts become indexing
   maps); reductions are reduction generics; ``tl.dot`` is ``linalg.matmul``.
@@ -89,6 +90,10 @@ def _combiner_identity(block: t.Block) -> Optional[tuple[str, object]]:
     return op.opname, ident
 
 
+def _bytes(dtype: str) -> int:
+    return max(1, t.bitwidth(dtype) // 8) if dtype in t.INT_TYPES + t.FLOAT_TYPES else 8
+
+
 @dataclass
 class _Tensor:
     """A materialized tile: an SSA tensor over some of the value's dims (the others are size 1
@@ -96,6 +101,77 @@ class _Tensor:
     name: str
     dims: tuple[int, ...]
     type: str
+
+
+def _fit(n: int, want: int) -> int:
+    """The largest power of two that divides `n` and is at most `want` (at least 1)."""
+    t = 1
+    while t * 2 <= want and n % (t * 2) == 0:
+        t *= 2
+    return t
+
+
+@dataclass(frozen=True)
+class CpuTiling:
+    """Vector tile sizes for IREE's llvm-cpu codegen, set per linalg op.
+
+    Left to itself, IREE configures one root op per dispatch (and what it can fuse with it);
+    every other linalg op is vectorized whole: a 64x64x64 matmul becomes one huge vector
+    contraction (slow code, seconds of compile time, large stacks). So the emitter gives every
+    linalg op a `lowering_config` and exactly one of them (the root, see `_LinalgOp.heat`) the
+    `compilation_info` that carries the dispatch's translation_info. Two compilation_infos in a
+    dispatch are an error; bare lowering_configs whose root was folded away are too.
+
+    vector_bytes: the native vector register width (matmul accumulators, reductions).
+    elementwise_bytes: the vector width of elementwise ops and fills.
+    matmul_rows, matmul_vectors: the matmul micro-tile: rows x (vectors x native vector) of the
+      accumulator, the K loop one step at a time.
+
+    Only dispatches with a matmul are configured, and the root is a matmul. IREE rewrites
+    linalg.generic ops of a dispatch (collapsing dimensions, fusing producers into consumers)
+    and the rewritten ops lose their attributes; when the root's compilation_info is lost and
+    other lowering_configs remain, configuration fails. Named matmuls keep theirs. Dispatches
+    without a matmul are left to IREE's own heuristics, which configure them well (measured on
+    softmax, layer norm and vector add: within noise of per-op configs).
+    """
+    vector_bytes: int = 64
+    elementwise_bytes: int = 32
+    matmul_rows: int = 8
+    matmul_vectors: int = 2
+
+    def tile_sizes(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
+                   elt_bytes: int, math: bool = False) -> tuple[list[int], list[int]]:
+        """(vector_common_parallel, vector_reduction) tile sizes of one op. Elementwise ops
+        that call math functions (or divide) use native vectors, others `elementwise_bytes`."""
+        rank = len(loops)
+        if kind == "matmul":
+            m, n, _ = loops
+            vec = max(1, self.vector_bytes // elt_bytes)
+            return ([_fit(m, self.matmul_rows), _fit(n, self.matmul_vectors * vec), 0], [0, 0, 1])
+        if "reduction" not in iterators:
+            par = [1] * rank
+            width = self.vector_bytes if math else self.elementwise_bytes
+            par[-1] = _fit(loops[-1], max(1, width // elt_bytes))
+            return par, []
+        par = [1 if it == "parallel" else 0 for it in iterators]
+        red = [1 if it == "reduction" else 0 for it in iterators]
+        last = _fit(loops[-1], max(1, self.vector_bytes // elt_bytes))
+        (red if iterators[-1] == "reduction" else par)[-1] = last
+        return par, red
+
+    def lowering_config(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
+                        elt_bytes: int, math: bool = False) -> str:
+        par, red = self.tile_sizes(kind, loops, iterators, elt_bytes, math)
+        fields = [f"distribution = [{', '.join('0' for _ in loops)}]",
+                  f"vector_common_parallel = [{', '.join(map(str, par))}]"]
+        if red:
+            fields.append(f"vector_reduction = [{', '.join(map(str, red))}]")
+        return f"#iree_cpu.lowering_config<{', '.join(fields)}>"
+
+    @staticmethod
+    def compilation_info(lowering_config: str) -> str:
+        return (f"#iree_codegen.compilation_info<lowering_config = {lowering_config}, translation_info = "
+                f"#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>")
 
 
 @dataclass(frozen=True)
@@ -106,8 +182,31 @@ class EmitOptions:
     workgroup so that there are at most about this many workgroups. Each workgroup costs the
     CPU executor a task; one program per task is too fine for small blocks. None (GPUs): one
     program per workgroup.
+    cpu_tiling: per-op lowering configs for llvm-cpu (None: IREE's defaults).
     """
     max_workgroups: Optional[int] = None
+    cpu_tiling: Optional[CpuTiling] = None
+
+
+@dataclass
+class _LinalgOp:
+    """A linalg op of the dispatch, for choosing its lowering config."""
+    kind: str                      # matmul | generic | fill
+    loops: tuple[int, ...]         # static loop ranges
+    iterators: tuple[str, ...]
+    elt_bytes: int                 # widest element (the accumulator for a matmul)
+    depth: int                     # kernel loops around it
+    full: bool                     # in the full-tile version of the program
+    math: bool = False             # its body calls math functions or divides
+
+    def heat(self) -> tuple:
+        n = 1
+        for x in self.loops:
+            n *= x
+        # Outside the full-tile version first: IREE may fold that version away (its predicate
+        # can be false for every program), and the root must survive. Tiling does not depend
+        # on which op is the root: every op follows its own lowering_config.
+        return (self.kind == "matmul", self.depth, not self.full, "reduction" in self.iterators, n)
 
 
 @dataclass
@@ -134,8 +233,12 @@ class Emitter:
         self.buf_len: dict[int, str] = {}
         self.full_buffer: dict[int, str] = {}
         self._use_counts = self._count_uses()
-        self.assume_full: set[int] = set()
-        self._top_ops: set = set()
+        self._uses = t.uses(kernel)
+        self.assume_full: set[int] = set()      # accesses emitted unmasked here
+        self.full_version = False               # emitting the full-tile version of the program
+        self.slab_ok: set[int] = set()          # loads whose slab conditions the version checks
+        self.loop_depth = 0
+        self.linalg_ops: list[_LinalgOp] = []
         self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
 
     # -- text helpers -------------------------------------------------------------------
@@ -254,7 +357,37 @@ class Emitter:
         self.w(f"return {rets} : {', '.join(results)}" if self.written else "return")
         self.indent -= 1
         self.w("}")
-        return "\n".join(self.lines) + "\n"
+        return self._configure("\n".join(self.lines) + "\n")
+
+    # -- lowering configs ------------------------------------------------------------------
+    def _config_slot(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
+                     elt_bytes: int, math: bool = False) -> str:
+        """A placeholder for the attributes of a linalg op, filled in by `_configure`."""
+        self.linalg_ops.append(_LinalgOp(kind, tuple(loops), tuple(iterators), elt_bytes,
+                                         self.loop_depth, self.full_version, math))
+        return f"\u00a7{len(self.linalg_ops) - 1}\u00a7"
+
+    def _configure(self, text: str) -> str:
+        import re
+        tiling = self.options.cpu_tiling
+        ops = self.linalg_ops
+        attrs = [""] * len(ops)
+        candidates = [i for i, o in enumerate(ops) if o.loops]
+        if tiling is not None and any(o.kind == "matmul" for o in ops):
+            root = max(candidates, key=lambda i: (ops[i].heat(), -i))
+            for i in candidates:
+                o = ops[i]
+                cfg = tiling.lowering_config(o.kind, o.loops, o.iterators, o.elt_bytes, o.math)
+                attrs[i] = (f"compilation_info = {tiling.compilation_info(cfg)}" if i == root
+                            else f"lowering_config = {cfg}")
+
+        def sub(m) -> str:
+            a = attrs[int(m.group(2))]
+            if m.group(1):      # inside an attribute dictionary that continues
+                return f"{a}, " if a else ""
+            return f"{{{a}}} " if a else ""
+
+        return re.sub("(\\{)?\u00a7(\\d+)\u00a7", lambda m: (m.group(1) or "") + sub(m), text)
 
     def _programs_per_workgroup(self, gx: str, gy: str, gz: str) -> str:
         """max(1, ceil(gx / max(1, MAX / (gy * gz)))): programs along axis 0 per workgroup."""
@@ -298,66 +431,101 @@ class Emitter:
         self.w("}")
 
     def _program(self) -> None:
-        """The body of one Triton program."""
-        versioned = self._versioned_accesses()
-        if not versioned:
+        """The body of one Triton program.
+
+        Full-tile version: where every masked access the version plan covers is wholly in
+        bounds (conditions at program entry), a copy of the body with static, unmasked slices
+        runs; otherwise the masked one. Masked vector loads and stores are several times slower
+        on some CPUs. Inside the full version, loops whose masks move with the induction
+        variable run their full iterations unmasked, then the rest masked; and 2-D loads whose
+        slab fits the buffer read it in place (`_slab_load`).
+        """
+        plan = self.facts.plan
+        slabs = self._slab_candidates()
+        if not plan and not slabs:
             self._block(self.k.body)
             return
-        # Full-tile version: when every top-level masked access is wholly in bounds, run a copy
-        # of the body with static, unmasked slices; otherwise the masked one. Masked vector
-        # loads and stores are several times slower on some CPUs.
         for op in self.k.body.ops:
-            if op.results and not op.results[0].is_tile and self._hoistable(op) and self._needed(op):
+            if op.results and not op.results[0].is_tile and op.results[0].id in self.facts.entry \
+                    and self._needed(op):
                 self._op(op)
-        conds = []
-        for op in versioned:
-            shape = op.result.shape if isinstance(op, t.Load) else op.value.shape
-            conds += self._box_full(self.facts.access(op).box, shape)
-        self.w(f"scf.if {self._and(conds)} {{")
-        for branch in (True, False):
-            if not branch:
-                self.w("} else {")
-            self.indent += 1
+        conds = [self._bound_value(b) for b in plan.top]
+        for op, acc, outer, inner in slabs:
+            conds += self._slab_conditions(op, acc, outer, inner)
+        self.slab_ok = {id(s[0]) for s in slabs}
+        pred = self._and(conds)
+        for branch in ((True, False) if pred is not None else (True,)):
+            if pred is not None:
+                self.w(f"scf.if {pred} {{" if branch else "} else {")
+                self.indent += 1
             self.scopes.append({})
-            self.assume_full = {id(op) for op in versioned} if branch else set()
+            self.full_version = branch
+            self.assume_full = set(plan.full) if branch else set()
             self._block(self.k.body)
             self.scopes.pop()
-            self.indent -= 1
+            if pred is not None:
+                self.indent -= 1
+        if pred is not None:
+            self.w("}")
+        self.full_version = False
         self.assume_full = set()
-        self.w("}")
 
-    def _hoistable(self, op: t.Op) -> bool:
-        """A pure scalar op of the top-level block whose operands are also hoistable."""
-        if isinstance(op, (t.Constant, t.ProgramId, t.NumPrograms)):
-            return True
-        if not isinstance(op, t.Elementwise) or op.result.is_tile:
-            return False
-        for a in op.args:
-            if isinstance(a.owner, t.Op):
-                if not self._hoistable(a.owner) or a.owner not in self._top_ops:
-                    return False
-            elif a.owner is not None:   # a block argument
-                return False
-        return True
+    def _bound_value(self, b) -> str:
+        if b.value is not None:
+            return self.scalar(b.value)
+        return self._cmp("sle", self.poly(b.poly), self.idx(0))
 
-    def _versioned_accesses(self) -> list[t.Op]:
-        self._top_ops = set(self.k.body.ops)
+    def _slab_candidates(self) -> list:
+        """2-D loads that the full version can read as one slab: (op, access, outer, inner).
+
+        A tile of R rows (outer dim, runtime stride s >= C) of C contiguous elements (inner
+        dim) lies inside the R*s elements from its first one; so one 1-D slice, viewed as R x s,
+        holds it, and the tile is a slice of that view: no copy into a stack tile."""
+        plan = self.facts.plan
+        peeled = set().union(*(pl.accesses for pl in plan.peels.values())) if plan.peels else set()
         out = []
-        for op in self.k.body.ops:
-            if not isinstance(op, (t.Load, t.Store)) or not self._needed(op):
+        for op in self.k.walk():
+            if not isinstance(op, t.Load) or op.result.id not in self.facts.live or not op.result.is_tile:
                 continue
             acc = self.facts.access(op)
-            if not isinstance(acc, StructuredAccess) or acc.box is None or acc.box.trivially_full:
+            if not isinstance(acc, StructuredAccess) or id(op.buffer) in self.written_ids:
                 continue
-            value = op.result if isinstance(op, t.Load) else op.value
-            if not value.is_tile:
+            if op.result.dtype != op.buffer.dtype:
                 continue
-            atoms = [a for p in acc.box.polys() for a in p.atom_list()]
-            atoms += [c.value for c in acc.box.conds if c.value is not None]
-            if all(isinstance(a, t.Value) and (a.owner is None or (isinstance(a.owner, t.Op) and
-                   a.owner in self._top_ops and self._hoistable(a.owner))) for a in atoms):
-                out.append(op)
+            unmasked = acc.box is None or acc.box.trivially_full
+            if not (unmasked or id(op) in plan.full or id(op) in peeled):
+                continue
+            shape = op.result.shape
+            active = [d for d in range(len(shape)) if not acc.form.strides[d].is_zero()]
+            if len(active) != 2:
+                continue
+            ones = [d for d in active if acc.form.strides[d].const_value == 1]
+            if not ones:
+                continue
+            inner = ones[-1]
+            outer = active[0] if active[1] == inner else active[1]
+            s0 = acc.form.strides[outer]
+            if not self.facts.at_entry(s0):
+                continue
+            if s0.const_value is not None and s0.const_value < shape[inner]:
+                continue
+            if acc.box is not None and not acc.box.trivially_full and any(
+                    d not in active and shape[d] != 1 and (acc.box.lo[d] or acc.box.hi[d])
+                    for d in range(len(shape))):
+                continue
+            out.append((op, acc, outer, inner))
         return out
+
+    def _slab_conditions(self, op: t.Load, acc: StructuredAccess, outer: int, inner: int) -> list[str]:
+        """C <= s and R * s <= len: then the slab of every valid tile is inside the buffer."""
+        shape = op.result.shape
+        s0 = self.poly(acc.form.strides[outer])
+        conds = []
+        if acc.form.strides[outer].const_value is None:
+            conds.append(self._cmp("sle", self.idx(shape[inner]), s0))
+        span = self._binop("arith.muli", s0, self.idx(shape[outer]))
+        conds.append(self._cmp("sle", span, self.buf_len[id(op.buffer)]))
+        return conds
 
     # -- uses and materialization decisions ------------------------------------------------
     def _count_uses(self) -> dict[int, int]:
@@ -618,7 +786,8 @@ class Emitter:
     def _fill(self, scalar: str, ty: t.TileType) -> str:
         e, f = self.fresh("e"), self.fresh("fill")
         self.w(f"{e} = tensor.empty() : {ty.mlir()}")
-        self.w(f"{f} = linalg.fill ins({scalar} : {ty.dtype}) outs({e} : {ty.mlir()}) -> {ty.mlir()}")
+        slot = self._config_slot("fill", ty.shape, ("parallel",) * len(ty.shape), _bytes(ty.dtype))
+        self.w(f"{f} = linalg.fill {slot}ins({scalar} : {ty.dtype}) outs({e} : {ty.mlir()}) -> {ty.mlir()}")
         return f
 
     def _uniform_scalar_name(self, v: t.Value) -> Optional[str]:
@@ -646,7 +815,7 @@ class Emitter:
         out = self.fresh("g")
         ident = self._map(rank, [f"d{i}" for i in range(rank)])
         self._write_generic(out, body, [ident], ["parallel"] * rank, [e], [v.type.mlir()], [v.dtype],
-                            [res])
+                            [res], v.shape)
         return out
 
     @staticmethod
@@ -656,7 +825,8 @@ class Emitter:
 
     def _write_generic(self, out: str, body: _Body, out_maps: list[str], iterators: list[str],
                        inits: list[str], init_types: list[str], out_elts: list[str],
-                       yields: list[str], shape: tuple[int, ...] = ()) -> None:
+                       yields: list[str], shape: tuple[int, ...]) -> None:
+        """A linalg.generic over the static loop ranges `shape`."""
         if not body.ins and any(x == "reduction" for x in iterators):
             # The iteration space must be readable from some operand: add an unused input.
             ty = t.TileType(shape, out_elts[0]).mlir()
@@ -670,7 +840,10 @@ class Emitter:
         ins = ""
         if body.ins:
             ins = f" ins({', '.join(i[0] for i in body.ins)} : {', '.join(i[1] for i in body.ins)})"
-        self.w(f"{lhs} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}"
+        elt = max(_bytes(x[4]) for x in body.ins + [("", "", "", "", e) for e in out_elts])
+        math = any(" = math." in ln or " = arith.div" in ln or " = arith.rem" in ln for ln in body.lines)
+        slot = self._config_slot("generic", tuple(shape), tuple(iterators), elt, math)
+        self.w(f"{lhs} = linalg.generic {{{slot}indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}"
                f"{ins} outs({', '.join(inits)} : {', '.join(init_types)}) {{")
         outs_args = body.memo.get("__outs__", [self.fresh("o") for _ in inits])
         bargs = [f"{i[3]}: {i[4]}" for i in body.ins] + [f"{a}: {e}" for a, e in zip(outs_args, out_elts)]
@@ -903,12 +1076,46 @@ class Emitter:
             s = self._scalar_read(p, self.poly(acc.form.offset), box, other, dt, shape)
             self.bind(("t", v.id), _Tensor(self._fill(s, v.type), tuple(range(len(shape))), v.type.mlir()))
             return
+        if (box is None or id(op) in self.assume_full) and self.full_version and id(op) in self.slab_ok:
+            name, dims, ty = self._slab_load(p, acc, shape, active, inner)
+            self.bind(("t", v.id), _Tensor(name, dims, ty))
+            return
         if box is None or id(op) in self.assume_full:
             name = self._slice_load(p, acc, shape, active, inner, rty, None, other)
         else:
             ranges = self._masked_ranges(box, shape, active, inner)
             name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other)
         self.bind(("t", v.id), _Tensor(name, tuple(active), rty.mlir()))
+
+    def _slab_load(self, p: t.Param, acc: StructuredAccess, shape, active, inner) -> tuple[str, tuple, str]:
+        """A full R x C tile (outer stride s, inner stride 1) as a slice of one 1-D load.
+
+        The slab is the R*s elements from o = off - min(off, s - C), viewed as R x s; the tile is
+        columns [off - o, off - o + C) of it. The version checks C <= s and R*s <= len, so the
+        slab is inside the buffer: it ends at the tile's last element, or at R*s when o = 0."""
+        outer = active[0] if active[1] == inner else active[1]
+        rows, cols = shape[outer], shape[inner]
+        dt = p.dtype
+        stride = acc.form.strides[outer]
+        s0 = self.poly(stride)
+        off = self.poly(acc.form.offset)
+        col = self._binop("arith.minsi", off, self._binop("arith.subi", s0, self.idx(cols)))
+        start = self._binop("arith.subi", off, col)
+        if stride.const_value is not None:
+            n = rows * stride.const_value
+            size, sty = str(n), f"tensor<{n}x{dt}>"
+            vty = f"tensor<{rows}x{stride.const_value}x{dt}>"
+        else:
+            size = self._binop("arith.muli", s0, self.idx(rows))
+            sty, vty = f"tensor<?x{dt}>", f"tensor<{rows}x?x{dt}>"
+        x, y, z = self.fresh("slab"), self.fresh("view"), self.fresh("tile")
+        self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{start}], "
+               f"sizes = [{size}], strides = [1] : {self.buf_type(p)} -> {sty}")
+        self.w(f"{y} = tensor.expand_shape {x} [[0, 1]] output_shape [{rows}, {s0 if stride.const_value is None else stride.const_value}] "
+               f": {sty} into {vty}")
+        ty = f"tensor<{rows}x{cols}x{dt}>"
+        self.w(f"{z} = tensor.extract_slice {y}[0, {col}] [{rows}, {cols}] [1, 1] : {vty} to {ty}")
+        return z, (outer, inner), ty
 
     def _uniform_other(self, op: t.Load, acc: StructuredAccess) -> str:
         if acc.other is not None:
@@ -1263,7 +1470,11 @@ class Emitter:
     def _dot(self, op: t.Dot) -> None:
         a, b, c = self.tensor(op.a), self.tensor(op.b), self.tensor(op.acc)
         r = self.fresh("mm")
-        self.w(f"{r} = linalg.matmul ins({a}, {b} : {op.a.type.mlir()}, {op.b.type.mlir()}) "
+        m, k = op.a.shape
+        n = op.b.shape[1]
+        slot = self._config_slot("matmul", (m, n, k), ("parallel", "parallel", "reduction"),
+                                 _bytes(op.acc.dtype))
+        self.w(f"{r} = linalg.matmul {slot}ins({a}, {b} : {op.a.type.mlir()}, {op.b.type.mlir()}) "
                f"outs({c} : {op.acc.type.mlir()}) -> {op.acc.type.mlir()}")
         self.bind(("t", op.result.id), _Tensor(r, (0, 1), op.result.type.mlir()))
 
@@ -1289,6 +1500,7 @@ class Emitter:
     # not tensors: IREE's codegen rewrites elementwise generics in ways that break in-place
     # bufferization of tensor iter_args, and cannot join buffers of different kinds (a slice
     # of a binding and a stack tile) at an scf.if. Vectors have no buffers to reconcile.
+    # The exception is a dot accumulator (`_tensor_carried`): the matmul writes it in place.
     @staticmethod
     def _vector_type(v: t.Value) -> str:
         return f"vector<{'x'.join(map(str, v.shape))}x{v.dtype}>"
@@ -1317,20 +1529,89 @@ class Emitter:
                f"{self._vector_type(v)}, {v.type.mlir()}")
         self.bind(("t", v.id), _Tensor(r, tuple(range(len(v.shape))), v.type.mlir()))
 
+    def _tensor_carried(self, op: t.For, j: int) -> bool:
+        """A dot accumulator: the iter_arg's one use is as the accumulator of a dot in the loop
+        body, and the loop yields that dot. It crosses the loop as a tensor: the matmul updates
+        it in place, and IREE tiles it (a vector this size would be unrolled whole)."""
+        arg, y = op.iter_args[j], op.body.yields[j]
+        dot = y.owner
+        return (isinstance(dot, t.Dot) and dot in op.body.ops and dot.acc is arg
+                and dot.a is not arg and dot.b is not arg
+                and [id(u) for u in self._uses.get(arg.id, [])] == [id(dot)])
+
     def _for(self, op: t.For) -> None:
         live = self.facts.live
         keep = [j for j in range(len(op.inits))
                 if op.results[j].id in live or op.iter_args[j].id in live]
         offsets = [j for j in range(len(op.inits)) if (id(op), j) in self.facts.carried_used]
+        as_tensor = {j for j in keep if self._tensor_carried(op, j)}
         inits, types = [], []
         for j in keep:
-            n, ty = self._region_value(op.inits[j])
-            inits.append(n)
-            types.append(ty)
+            if j in as_tensor:
+                inits.append(self.tensor(op.inits[j]))
+                types.append(op.inits[j].type.mlir())
+            else:
+                n, ty = self._region_value(op.inits[j])
+                inits.append(n)
+                types.append(ty)
         for j in offsets:
             inits.append(self.poly(self.facts.loop_offsets[(id(op), j)].init))
             types.append("index")
-        lb, ub, step = self.scalar(op.lb), self.scalar(op.ub), self.scalar(op.step)
+        lb, ub = self.scalar(op.lb), self.scalar(op.ub)
+        peel = self.facts.plan.peels.get(id(op)) if self.full_version else None
+        if peel is not None:
+            # The full iterations [lb, mid) with the moving accesses unmasked, then [mid, ub).
+            mid = self._peel_point(op, peel)
+            saved = self.assume_full
+            self.assume_full = saved | peel.accesses
+            inits = self._loop(op, lb, mid, keep, offsets, as_tensor, inits, types)
+            self.assume_full = saved
+            lb = mid
+        names = self._loop(op, lb, ub, keep, offsets, as_tensor, inits, types)
+        for j, n in zip(keep, names):
+            if j in as_tensor:
+                self.bind(("t", op.results[j].id), _Tensor(n, tuple(range(len(op.results[j].shape))),
+                                                            op.results[j].type.mlir()))
+            else:
+                self._bind_region_value(op.results[j], n)
+        for j, n in zip(offsets, names[len(keep):]):
+            self.bind(Carried(op, j, "result").key(), n)
+
+    def _peel_point(self, op: t.For, peel) -> str:
+        """The first induction value at or after which some moving access is not full.
+
+        Iteration iv is full when c + d * iv <= 0 (d > 0) for each condition, i.e. iv <= F with
+        F = floor(-c / d). With S = min(F) + 1 clamped to [lb, ub], the full iterations are those
+        before mid = lb + ceil((S - lb) / step) * step."""
+        ivty = op.lb.dtype
+
+        def to_index(name: str) -> str:
+            if ivty == "index":
+                return name
+            r = self.fresh("i")
+            self.w(f"{r} = arith.index_cast {name} : {ivty} to index")
+            return r
+
+        lb, ub, step = (to_index(self.scalar(v)) for v in (op.lb, op.ub, op.step))
+        s = None
+        conds = {(tuple(sorted(c.terms.items(), key=repr)), d): (c, d) for c, d in peel.conds}
+        for c, d in conds.values():
+            f = self._binop("arith.floordivsi", self.poly(-c), self.idx(d))
+            s = f if s is None else self._binop("arith.minsi", s, f)
+        s = self._binop("arith.addi", s, self.idx(1))
+        s = self._binop("arith.maxsi", self._binop("arith.minsi", s, ub), lb)
+        n = self._binop("arith.ceildivsi", self._binop("arith.subi", s, lb), step)
+        mid = self._binop("arith.addi", lb, self._binop("arith.muli", n, step))
+        if ivty == "index":
+            return mid
+        r = self.fresh("mid")
+        self.w(f"{r} = arith.index_cast {mid} : index to {ivty}")
+        return r
+
+    def _loop(self, op: t.For, lb: str, ub: str, keep: list[int], offsets: list[int], as_tensor: set[int],
+              inits: list[str], types: list[str]) -> list[str]:
+        """One scf.for over [lb, ub) running op's body; returns the names of its results."""
+        step = self.scalar(op.step)
         iv = self.fresh("iv")
         args = [self.fresh("it") for _ in inits]
         nres = len(inits)
@@ -1345,27 +1626,30 @@ class Emitter:
         else:
             self.w(f"scf.for {iv} = {lb} to {ub} step {step}{suffix} {{")
         self.indent += 1
+        self.loop_depth += 1
         self.scopes.append({})
         self.bind(("s", op.iv.id), iv)
         for j, a in zip(keep, args):
-            self._bind_region_value(op.iter_args[j], a)
+            if j in as_tensor:
+                v = op.iter_args[j]
+                self.bind(("t", v.id), _Tensor(a, tuple(range(len(v.shape))), v.type.mlir()))
+            else:
+                self._bind_region_value(op.iter_args[j], a)
         for j, a in zip(offsets, args[len(keep):]):
             self.bind(Carried(op, j, "arg").key(), a)
         self._block(op.body)
-        ys = [self._region_value(op.body.yields[j])[0] for j in keep]
+        ys = [self.tensor(op.body.yields[j]) if j in as_tensor else self._region_value(op.body.yields[j])[0]
+              for j in keep]
         for j, a in zip(offsets, args[len(keep):]):
             step_p = self.facts.loop_offsets[(id(op), j)].step
             ys.append(self._binop("arith.addi", a, self.poly(step_p)))
         if nres:
             self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
         self.scopes.pop()
+        self.loop_depth -= 1
         self.indent -= 1
         self.w("}")
-        names = [res] if nres == 1 else [f"{res}#{i}" for i in range(nres)]
-        for j, n in zip(keep, names):
-            self._bind_region_value(op.results[j], n)
-        for j, n in zip(offsets, names[len(keep):]):
-            self.bind(Carried(op, j, "result").key(), n)
+        return [res] if nres == 1 else [f"{res}#{i}" for i in range(nres)]
 
     def _if(self, op: t.If) -> None:
         live = self.facts.live
@@ -1412,9 +1696,25 @@ def verify(module_text: str, kernel: str) -> None:
             raise err from None
 
 
+def host_vector_bytes() -> int:
+    """The widest vector registers of this CPU that IREE targets with --iree-llvmcpu-target-cpu=host."""
+    import platform
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64"):
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((ln for ln in f if ln.startswith("flags")), "").split()
+        except OSError:
+            flags = []
+        return 64 if "avx512f" in flags else 32 if "avx2" in flags else 16
+    return 16
+
+
 def cpu_options() -> EmitOptions:
     import os
-    return EmitOptions(max_workgroups=max(128, 8 * (os.cpu_count() or 1)))
+    vec = host_vector_bytes()
+    return EmitOptions(max_workgroups=max(128, 8 * (os.cpu_count() or 1)),
+                       cpu_tiling=CpuTiling(vector_bytes=vec, elementwise_bytes=min(32, vec)))
 
 
 def lower(kernel: t.Kernel, options: EmitOptions = EmitOptions()) -> str:
