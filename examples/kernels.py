@@ -469,3 +469,41 @@ def window_kernel(x_ptr, out_ptr, R, C, stride, BLOCK_R: tl.constexpr, BLOCK_C: 
     m = (rr[:, None] < R) & (rc[None, :] < C)
     x = tl.load(x_ptr + rr[:, None] * stride + rc[None, :], mask=m)
     tl.store(out_ptr + rr[:, None] * C + rc[None, :], x * 2, mask=m)
+
+
+@triton.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, L, scale, D: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr):
+    """One-head attention with an online softmax (contiguous (L, D) q, k, v): q @ k^T through
+    tl.trans, row reductions, exp, and accumulators rescaled every iteration."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rd = tl.arange(0, D)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :], mask=rm[:, None] < L, other=0.0)
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+    for start in range(0, L, BLOCK_N):
+        rn = start + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * scale
+        s = tl.where(rn[None, :] < L, s, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_ptr + rn[:, None] * D + rd[None, :], mask=rn[:, None] < L, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p, v)
+        m_i = m_new
+    tl.store(o_ptr + rm[:, None] * D + rd[None, :], acc / l_i[:, None], mask=rm[:, None] < L)
+
+
+def run_attention(q, k, v, BLOCK_M=32, BLOCK_N=32):
+    L, D = q.shape
+    o = torch.empty_like(q)
+    attention_kernel[(triton.cdiv(L, BLOCK_M),)](q, k, v, o, L, D ** -0.5, D=D, BLOCK_M=BLOCK_M,
+                                                 BLOCK_N=BLOCK_N)
+    return o
+
+
+def ref_attention(q, k, v):
+    return torch.softmax((q @ k.t()) * q.shape[1] ** -0.5, -1) @ v

@@ -60,13 +60,17 @@ def test_no_lowering_configs_without_a_matmul_or_cpu_tiling():
 
 def test_matmul_full_version_form():
     # Full version: the K loop runs its full iterations with slab loads and a tensor
-    # accumulator, then the tail with masked loads; the masked version follows.
+    # accumulator, then the tail with masked slab loads (the version checked that the slabs
+    # fit); the masked version follows, choosing slabs or row loops at run time.
     text = _matmul_module(emit.EmitOptions(cpu_tiling=emit.CpuTiling()))
-    full = text.split("} else {", 1)[0]
+    full, masked = text.split("} else {", 1)
     loops = [ln for ln in full.splitlines() if "scf.for %iv" in ln]
     assert len(loops) == 2
     assert all("-> (tensor<32x32xf32>, index, index)" in ln for ln in loops)
     first, tail = full.split(loops[1], 1)
-    assert first.count("tensor.expand_shape") == 2 and "vector.transfer" not in first
-    assert "tensor.expand_shape" not in tail.split("scf.yield")[0]
+    tail = tail.split("scf.yield")[0]
+    assert first.count("into tensor<32x?xf32>") == 2 and "vector.transfer" not in first
+    assert "tensor.insert_slice" not in first and "scf.for %row" not in first
     assert "arith.floordivsi" in first          # the peel point
+    assert tail.count("into tensor<?x?xf32>") == 2 and "scf.for %row" not in tail and "scf.if" not in tail
+    assert masked.count("scf.for %row") >= 2 and "into tensor<?x?xf32>" in masked

@@ -384,7 +384,16 @@ def test_2d_load_rows_overlapping_or_ending_the_buffer(seeded, R, C, stride, n):
     x = torch.randn(n)
     out = torch.full((R * C + 9,), 5.0)
     BR, BC = 8, 16
-    K.window_kernel[(triton.cdiv(R, BR), triton.cdiv(C, BC))](x, out, R, C, stride, BLOCK_R=BR, BLOCK_C=BC)
+    # One program more than needed along each axis: their tiles are wholly masked off.
+    K.window_kernel[(triton.cdiv(R, BR) + 1, triton.cdiv(C, BC) + 1)](x, out, R, C, stride,
+                                                                      BLOCK_R=BR, BLOCK_C=BC)
     ref = x.as_strided((R, C), (stride, 1)) * 2
     torch.testing.assert_close(out[:R * C].view(R, C), ref, rtol=0, atol=0)
     assert torch.all(out[R * C:] == 5.0)
+
+
+@pytest.mark.parametrize("L,D,blocks", [(100, 32, (32, 32)), (256, 64, (64, 64)), (70, 16, (16, 32))])
+def test_attention_online_softmax(seeded, L, D, blocks):
+    q, k, v = torch.randn(L, D), torch.randn(L, D), torch.randn(L, D)
+    o = K.run_attention(q, k, v, *blocks)
+    torch.testing.assert_close(o, K.ref_attention(q, k, v), rtol=1e-4, atol=1e-4)

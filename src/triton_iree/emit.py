@@ -237,6 +237,7 @@ class Emitter:
         self.assume_full: set[int] = set()      # accesses emitted unmasked here
         self.full_version = False               # emitting the full-tile version of the program
         self.slab_ok: set[int] = set()          # loads whose slab conditions the version checks
+        self.slab_able: dict[int, tuple[int, int]] = {}   # id(load) -> (outer, inner) dims
         self.loop_depth = 0
         self.linalg_ops: list[_LinalgOp] = []
         self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
@@ -441,7 +442,8 @@ class Emitter:
         slab fits the buffer read it in place (`_slab_load`).
         """
         plan = self.facts.plan
-        slabs = self._slab_candidates()
+        self.slab_able = {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
+        slabs = self._slab_candidates(True)
         if not plan and not slabs:
             self._block(self.k.body)
             return
@@ -475,8 +477,9 @@ class Emitter:
             return self.scalar(b.value)
         return self._cmp("sle", self.poly(b.poly), self.idx(0))
 
-    def _slab_candidates(self) -> list:
-        """2-D loads that the full version can read as one slab: (op, access, outer, inner).
+    def _slab_candidates(self, full_only: bool) -> list:
+        """2-D loads that can be read as one slab: (op, access, outer, inner); with `full_only`,
+        those that are full somewhere in the full version (whose conditions it checks).
 
         A tile of R rows (outer dim, runtime stride s >= C) of C contiguous elements (inner
         dim) lies inside the R*s elements from its first one; so one 1-D slice, viewed as R x s,
@@ -493,7 +496,7 @@ class Emitter:
             if op.result.dtype != op.buffer.dtype:
                 continue
             unmasked = acc.box is None or acc.box.trivially_full
-            if not (unmasked or id(op) in plan.full or id(op) in peeled):
+            if full_only and not (unmasked or id(op) in plan.full or id(op) in peeled):
                 continue
             shape = op.result.shape
             active = [d for d in range(len(shape)) if not acc.form.strides[d].is_zero()]
@@ -1084,8 +1087,77 @@ class Emitter:
             name = self._slice_load(p, acc, shape, active, inner, rty, None, other)
         else:
             ranges = self._masked_ranges(box, shape, active, inner)
+            checked = self.full_version and id(op) in self.slab_ok
+            if id(op) in self.slab_able and (checked or self.slab_able[id(op)] == tuple(active)):
+                name, dims, ty = self._masked_slab_load(op, acc, shape, active, inner, rty, ranges,
+                                                        other, checked)
+                self.bind(("t", v.id), _Tensor(name, dims, ty))
+                return
             name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other)
         self.bind(("t", v.id), _Tensor(name, tuple(active), rty.mlir()))
+
+    def _masked_slab_load(self, op: t.Load, acc: StructuredAccess, shape, active, inner, rty: t.TileType,
+                          ranges: dict, other: str, checked: bool) -> tuple[str, tuple, str]:
+        """A masked R x C tile: its valid nr x nc box as a slice of one slab, inserted into a tile
+        of `other`. The slab holds the nr rows of stride s from the box's first element e (from
+        o = e - min(e, s - nc), like `_slab_load`); it is inside the buffer when C <= s and
+        R*s <= len. Unless the version checked that (`checked`), the slab conditions pick
+        between this and the row loop at run time; both write into the same tile."""
+        p = op.buffer
+        outer = self.slab_able[id(op)][0]
+        rows, cols = shape[outer], shape[inner]
+        dt = p.dtype
+        tile_ty = t.TileType((rows, cols), dt)
+        init = self._fill(other, tile_ty)
+        cond = None if checked else self._and(self._slab_conditions(op, acc, outer, inner))
+        if cond is not None:
+            res = self.fresh("ld")
+            self.w(f"{res} = scf.if {cond} -> ({tile_ty.mlir()}) {{")
+            self.indent += 1
+            self.scopes.append({})
+        (lo_r, hi_r), (lo_c, hi_c) = ranges[outer], ranges[inner]
+        stride = acc.form.strides[outer]
+        s0 = self.poly(stride)
+        nr = self._binop("arith.subi", hi_r, lo_r)
+        nc = self._binop("arith.subi", hi_c, lo_c)
+        e = self._row_offset(acc, {outer: lo_r, inner: lo_c})
+        col = self._binop("arith.minsi", e, self._binop("arith.subi", s0, nc))
+        # An empty box reads nothing, from offset 0 (its first element may be out of bounds).
+        zero = self.idx(0)
+        empty = self._binop("arith.ori", self._cmp("eq", nr, zero), self._cmp("eq", nc, zero), "i1")
+        nr = self._select(empty, zero, nr)
+        col = self._select(empty, zero, col)
+        start = self._select(empty, zero, self._binop("arith.subi", e, col))
+        size = self._binop("arith.muli", nr, s0)
+        sc = stride.const_value
+        vty = f"tensor<?x{'?' if sc is None else sc}x{dt}>"
+        x, y, z, r = self.fresh("slab"), self.fresh("view"), self.fresh("box"), self.fresh("tile")
+        self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{start}], "
+               f"sizes = [{size}], strides = [1] : {self.buf_type(p)} -> tensor<?x{dt}>")
+        self.w(f"{y} = tensor.expand_shape {x} [[0, 1]] output_shape [{nr}, {s0 if sc is None else sc}] "
+               f": tensor<?x{dt}> into {vty}")
+        self.w(f"{z} = tensor.extract_slice {y}[0, {col}] [{nr}, {nc}] [1, 1] : {vty} to tensor<?x?x{dt}>")
+        self.w(f"{r} = tensor.insert_slice {z} into {init}[{lo_r}, {lo_c}] [{nr}, {nc}] [1, 1] : "
+               f"tensor<?x?x{dt}> into {tile_ty.mlir()}")
+        if cond is None:
+            return r, (outer, inner), tile_ty.mlir()
+        self.w(f"scf.yield {r} : {tile_ty.mlir()}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("} else {")
+        self.indent += 1
+        self.scopes.append({})
+        rowwise = self._slice_load(p, acc, shape, active, inner, rty, ranges, other, init=init)
+        self.w(f"scf.yield {rowwise} : {tile_ty.mlir()}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("}")
+        return res, (outer, inner), tile_ty.mlir()
+
+    def _select(self, c: str, a: str, b: str, ty: str = "index") -> str:
+        r = self.fresh("i")
+        self.w(f"{r} = arith.select {c}, {a}, {b} : {ty}")
+        return r
 
     def _slab_load(self, p: t.Param, acc: StructuredAccess, shape, active, inner) -> tuple[str, tuple, str]:
         """A full R x C tile (outer stride s, inner stride 1) as a slice of one 1-D load.
@@ -1138,7 +1210,7 @@ class Emitter:
         return str(c) if c is not None else self.poly(p)
 
     def _slice_load(self, p: t.Param, acc, shape, active, inner, rty: t.TileType,
-                    ranges: Optional[dict], other: str) -> str:
+                    ranges: Optional[dict], other: str, init: Optional[str] = None) -> str:
         """Loads the tile (active dims only). `ranges` None: the whole tile, static sizes."""
         outer = [d for d in active if d != inner]
         pos_in_r = {d: i for i, d in enumerate(active)}
@@ -1174,7 +1246,7 @@ class Emitter:
             if outer:
                 init = self.fresh("e")
                 self.w(f"{init} = tensor.empty() : {rty.mlir()}")
-        else:
+        elif init is None:
             init = self._fill(other, rty)
         if not outer:
             return row({}, init)
