@@ -131,8 +131,8 @@ class CpuTiling:
     linalg.generic ops of a dispatch (collapsing dimensions, fusing producers into consumers)
     and the rewritten ops lose their attributes; when the root's compilation_info is lost and
     other lowering_configs remain, configuration fails. Named matmuls keep theirs. Dispatches
-    without a matmul are left to IREE's own heuristics, which configure them well (measured on
-    softmax, layer norm and vector add: within noise of per-op configs).
+    without a matmul are left to IREE's own heuristics: per-op configs measured no better on
+    softmax and layer norm; vector add gained a little (8-wide f32), not worth failed compiles.
     """
     vector_bytes: int = 64
     elementwise_bytes: int = 32
@@ -1024,18 +1024,6 @@ class Emitter:
         self.w(f"{r} = arith.select {cond}, {a}, {b} : index")
         return r
 
-    def _box_full(self, box: Box, shape: tuple[int, ...]) -> list[str]:
-        """i1 values that all hold exactly when the whole tile is valid."""
-        conds = []
-        for d in range(len(shape)):
-            for p in box.lo[d]:
-                conds.append(self._cmp("sle", self.poly(p), self.idx(0)))
-            for p in box.hi[d]:
-                conds.append(self._cmp("sge", self.poly(p), self.idx(shape[d])))
-        for c in box.conds:
-            conds.append(self._cond_value(c))
-        return conds
-
     def _cmp(self, pred: str, a: str, b: str, ty: str = "index") -> str:
         key = ("cmp", pred, a, b, ty)
         r = self.lookup(key)
@@ -1125,9 +1113,9 @@ class Emitter:
         # An empty box reads nothing, from offset 0 (its first element may be out of bounds).
         zero = self.idx(0)
         empty = self._binop("arith.ori", self._cmp("eq", nr, zero), self._cmp("eq", nc, zero), "i1")
-        nr = self._select(empty, zero, nr)
-        col = self._select(empty, zero, col)
-        start = self._select(empty, zero, self._binop("arith.subi", e, col))
+        nr = self._select_index(empty, zero, nr)
+        col = self._select_index(empty, zero, col)
+        start = self._select_index(empty, zero, self._binop("arith.subi", e, col))
         size = self._binop("arith.muli", nr, s0)
         sc = stride.const_value
         vty = f"tensor<?x{'?' if sc is None else sc}x{dt}>"
@@ -1154,10 +1142,6 @@ class Emitter:
         self.w("}")
         return res, (outer, inner), tile_ty.mlir()
 
-    def _select(self, c: str, a: str, b: str, ty: str = "index") -> str:
-        r = self.fresh("i")
-        self.w(f"{r} = arith.select {c}, {a}, {b} : {ty}")
-        return r
 
     def _slab_load(self, p: t.Param, acc: StructuredAccess, shape, active, inner) -> tuple[str, tuple, str]:
         """A full R x C tile (outer stride s, inner stride 1) as a slice of one 1-D load.
