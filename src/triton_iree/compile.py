@@ -112,6 +112,8 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
     target, flags, IREE version and (for llvm-cpu) the host CPU.
     """
     from triton.runtime.cache import get_cache_manager
+    # Extra iree-compile flags for experiments and tuning; part of the cache key like any flag.
+    extra = (*extra, *shlex.split(os.environ.get("TRITON_IREE_COMPILE_FLAGS", "")))
     dump(name, f"{name}.iree.mlir", module_text)
     dump(name, "iree-compile.sh", " ".join(shlex.quote(c) for c in command_line(
         target, f"{name}.iree.mlir", f"{name}.vmfb", extra)) + "\n")
