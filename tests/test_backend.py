@@ -206,3 +206,13 @@ def test_empty_grid_kernel_without_stores_and_a_million_programs():
     x, out = torch.rand(n), torch.zeros(n)
     K.run_add(x, x, out, BLOCK_SIZE=4)          # 2^20 programs
     assert torch.equal(out, x + x)
+
+
+def test_extra_compile_flags_reach_iree_compile_and_errors_show_the_command(monkeypatch):
+    from triton_iree import CompileError
+    monkeypatch.setenv("TRITON_IREE_COMPILE_FLAGS", "--no-such-iree-flag")
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    x = torch.rand(8)
+    with pytest.raises(CompileError) as e:
+        K.run_add(x, x, torch.zeros(8), BLOCK_SIZE=8)
+    assert "iree-compile" in str(e.value) and "--no-such-iree-flag" in str(e.value)
