@@ -57,8 +57,8 @@ _instance: rt.VmInstance | None = None   # one VM instance for every device: a m
 
 # Triton tiles live on the stack of IREE's CPU worker threads (a 64x64 f32 tile is 16 KiB,
 # and LLVM spills vector tiles there too); IREE's default of 128 KiB is too small for them.
-# The compiler is told a smaller limit (compile.CPU_STACK_LIMIT), so that a kernel needing
-# more fails to compile instead of overflowing at run time.
+# The compiler is told a smaller limit (--iree-llvmcpu-stack-allocation-limit, 1 MiB), so
+# that a kernel needing more fails to compile instead of overflowing at run time.
 CPU_WORKER_STACK_BYTES = 64 << 20
 _flags_set = False
 
