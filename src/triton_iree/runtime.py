@@ -150,10 +150,6 @@ class LoadedKernel:
             args = self._arg_lists[key] = build_arguments(ctx.dev, plans, values, grid, spans)
         self._invoke(ctx, args)
 
-    def invoke(self, args: rt.VmVariantList) -> None:
-        """Runs already packed arguments (packed for `self.dev`) on the main device."""
-        self._invoke(self.main, args)
-
     def _make_inline(self) -> _Context:
         dev = get_device(INLINE_DRIVER)
         self.inline = _Context(dev, rt.VmModule.copy_buffer(dev.instance, self.module_bytes), self.name)

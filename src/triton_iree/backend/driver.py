@@ -69,13 +69,11 @@ class IreeLauncher:
     """Launches one compiled kernel: `launcher(gx, gy, gz, stream, function, ...args)`."""
 
     def __init__(self, src, metadata):
-        fn = src.fn
         signature = dict(src.signature)
         names = list(signature.keys())
         self.name = metadata.name
         self.plans = runtime.plan_arguments(names, signature, self.name)
         self.keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
-        self.arg_names = fn.arg_names if fn is not None else names
 
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
