@@ -10,6 +10,8 @@ import re
 
 from triton._C.libtriton import ir, passes
 
+from . import compat
+
 # Set on the module only while printing; it has no dialect prefix, so the module fails
 # verification and MLIR falls back to the generic printer. Stripped from the text after.
 _GENERIC_MARKER = "triton_iree_print_generic"
@@ -21,7 +23,7 @@ def make_ttir(mod, metadata: dict, options) -> object:
     pm = ir.pass_manager(mod.context)
     pm.enable_debug()
     passes.common.add_inliner(pm)
-    passes.ttir.add_rewrite_tensor_pointer(pm)
+    compat.add_block_pointer_rewrite(pm)
     passes.ttir.add_rewrite_tensor_descriptor_to_pointer(pm)
     passes.common.add_canonicalizer(pm)
     passes.ttir.add_combine(pm)

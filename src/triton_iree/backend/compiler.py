@@ -43,6 +43,7 @@ class IreeOptions:
     allowed_dot_input_precisions: Tuple[str, ...] = ("ieee", "tf32", "tf32x3", "bf16x3", "bf16x6")
     max_num_imprecise_acc_default: int = 0
     instrumentation_mode: str = ""
+    fpsan_homomorphic_casts: bool = False   # Triton >= 3.9 passes it with every launch
     launch_cooperative_grid: bool = False
     launch_pdl: bool = False
 
