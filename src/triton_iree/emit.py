@@ -30,6 +30,7 @@ from . import tile as t
 from .analysis import (Affine, Box, Carried, Cond, Facts, GatherAccess, Poly, StructuredAccess,
                        uniform_scalar)
 from .errors import UnsupportedError
+from .memory_order import snapshot_loads
 
 _INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi",
              "arith.floordivsi"}
@@ -183,9 +184,11 @@ class EmitOptions:
     CPU executor a task; one program per task is too fine for small blocks. None (GPUs): one
     program per workgroup.
     cpu_tiling: per-op lowering configs for llvm-cpu (None: IREE's defaults).
+    may_alias: pointer arguments may share memory (see `memory_order`).
     """
     max_workgroups: Optional[int] = None
     cpu_tiling: Optional[CpuTiling] = None
+    may_alias: bool = False
 
 
 @dataclass
@@ -241,6 +244,8 @@ class Emitter:
         self.loop_depth = 0
         self.linalg_ops: list[_LinalgOp] = []
         self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
+        self.snapshots = snapshot_loads(kernel, facts, options.may_alias)
+        self.snapshotting = False               # emitting a load in `snapshots`
 
     # -- text helpers -------------------------------------------------------------------
     def fresh(self, hint: str = "v") -> str:
@@ -594,11 +599,20 @@ class Emitter:
         if isinstance(op, t.Load) and isinstance(self.facts.access(op), StructuredAccess):
             self._structured_load(op, self.facts.access(op))
             return
+        if isinstance(op, t.Load) and id(op) in self.snapshots:    # a gather
+            self.snapshotting = True
+            self._bind_load(v, _Tensor(self.tensor(v), tuple(range(len(v.shape))), v.type.mlir()), True)
+            return
         if isinstance(op, t.Reshape):
             self._reshape(op)
             return
         if self._is_leaf(v):
             self.tensor(v)
+
+    def _copy(self, name: str, ty: str) -> str:
+        c = self.fresh("snap")
+        self.w(f"{c} = bufferization.alloc_tensor() copy({name}) : {ty}")
+        return c
 
     # -- scalars ------------------------------------------------------------------------
     def scalar(self, v: t.Value) -> str:
@@ -786,9 +800,15 @@ class Emitter:
         self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
         return name
 
+    def _empty(self, ty: str) -> str:
+        """A new tile to write into. While a snapshot load is emitted, a fresh allocation: then
+        IREE cannot merge the load's ops with identical ones from before a store."""
+        e = self.fresh("e")
+        self.w(f"{e} = bufferization.alloc_tensor() : {ty}" if self.snapshotting else f"{e} = tensor.empty() : {ty}")
+        return e
+
     def _fill(self, scalar: str, ty: t.TileType) -> str:
-        e, f = self.fresh("e"), self.fresh("fill")
-        self.w(f"{e} = tensor.empty() : {ty.mlir()}")
+        e, f = self._empty(ty.mlir()), self.fresh("fill")
         slot = self._config_slot("fill", ty.shape, ("parallel",) * len(ty.shape), _bytes(ty.dtype))
         self.w(f"{f} = linalg.fill {slot}ins({scalar} : {ty.dtype}) outs({e} : {ty.mlir()}) -> {ty.mlir()}")
         return f
@@ -813,8 +833,7 @@ class Emitter:
         rank = len(v.shape)
         body = _Body(rank)
         res = self._elem(body, v, tuple(range(rank)), root=root)
-        e = self.fresh("e")
-        self.w(f"{e} = tensor.empty() : {v.type.mlir()}")
+        e = self._empty(v.type.mlir())
         out = self.fresh("g")
         ident = self._map(rank, [f"d{i}" for i in range(rank)])
         self._write_generic(out, body, [ident], ["parallel"] * rank, [e], [v.type.mlir()], [v.dtype],
@@ -1064,12 +1083,13 @@ class Emitter:
         other = self._uniform_other(op, acc)
         if not active:
             # Every element reads the same address: one scalar load, broadcast.
-            s = self._scalar_read(p, self.poly(acc.form.offset), box, other, dt, shape)
+            s = self._scalar_read(p, self.poly(acc.form.offset), box, other, dt, id(op) in self.snapshots)
             self.bind(("t", v.id), _Tensor(self._fill(s, v.type), tuple(range(len(shape))), v.type.mlir()))
             return
+        snapshot = self.snapshotting = id(op) in self.snapshots
         if (box is None or id(op) in self.assume_full) and self.full_version and id(op) in self.slab_ok:
             name, dims, ty = self._slab_load(p, acc, shape, active, inner)
-            self.bind(("t", v.id), _Tensor(name, dims, ty))
+            self._bind_load(v, _Tensor(name, dims, ty), snapshot)
             return
         if box is None or id(op) in self.assume_full:
             name = self._slice_load(p, acc, shape, active, inner, rty, None, other)
@@ -1079,10 +1099,15 @@ class Emitter:
             if id(op) in self.slab_able and (checked or self.slab_able[id(op)] == tuple(active)):
                 name, dims, ty = self._masked_slab_load(op, acc, shape, active, inner, rty, ranges,
                                                         other, checked)
-                self.bind(("t", v.id), _Tensor(name, dims, ty))
+                self._bind_load(v, _Tensor(name, dims, ty), snapshot)
                 return
             name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other)
-        self.bind(("t", v.id), _Tensor(name, tuple(active), rty.mlir()))
+        self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
+
+    def _bind_load(self, v: t.Value, e: _Tensor, snapshot: bool) -> None:
+        """Binds a loaded tile; a snapshot is a copy made here (see `memory_order`)."""
+        self.snapshotting = False
+        self.bind(("t", v.id), _Tensor(self._copy(e.name, e.type), e.dims, e.type) if snapshot else e)
 
     def _masked_slab_load(self, op: t.Load, acc: StructuredAccess, shape, active, inner, rty: t.TileType,
                           ranges: dict, other: str, checked: bool) -> tuple[str, tuple, str]:
@@ -1228,8 +1253,7 @@ class Emitter:
         if ranges is None:
             init = None
             if outer:
-                init = self.fresh("e")
-                self.w(f"{init} = tensor.empty() : {rty.mlir()}")
+                init = self._empty(rty.mlir())
         elif init is None:
             init = self._fill(other, rty)
         if not outer:
@@ -1279,13 +1303,15 @@ class Emitter:
         return self._and(conds)
 
     def _scalar_read(self, p: t.Param, off: str, box: Optional[Box], other: Optional[str], dt: str,
-                     shape=()) -> str:
+                     snapshot: bool) -> str:
         cond = self._point_cond(box)
 
         def read() -> str:
             x = self.fresh("sl")
             self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{off}], "
                    f"sizes = [1], strides = [1] : {self.buf_type(p)} -> tensor<1x{dt}>")
+            if snapshot:
+                x = self._copy(x, f"tensor<1x{dt}>")
             s = self.fresh("x")
             self.w(f"{s} = tensor.extract {x}[{self.idx(0)}] : tensor<1x{dt}>")
             return s
@@ -1310,7 +1336,8 @@ class Emitter:
         if not isinstance(acc, StructuredAccess):
             raise self.err("scalar load through an unanalyzable pointer", op)
         other = self._uniform_other(op, acc) if op.mask is not None else None
-        return self._scalar_read(op.buffer, self.poly(acc.form.offset), acc.box, other, op.result.dtype)
+        return self._scalar_read(op.buffer, self.poly(acc.form.offset), acc.box, other, op.result.dtype,
+                                 id(op) in self.snapshots)
 
     def _store(self, op: t.Store) -> None:
         acc = self.facts.access(op)
@@ -1346,6 +1373,11 @@ class Emitter:
             self._slice_store(p, acc, shape, active, inner, rty, val, None)
         else:
             ranges = self._masked_ranges(box, shape, active, inner)
+            if self.loop_depth:
+                # Inside a kernel loop IREE shrinks the value's op to the masked size and then
+                # needs a dynamic stack allocation per iteration, which it rejects; a copy of
+                # the whole tile keeps every allocation static.
+                val = self._copy(val, rty.mlir())
             self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
 
     def _slice_store(self, p: t.Param, acc, shape, active, inner, rty: t.TileType, val: str,

@@ -1,0 +1,131 @@
+"""Memory order inside one program: which loads must be copied when they execute.
+
+Triton gives one program's loads and stores to the same address program order. The emitted
+module does not get that for free:
+
+- IREE bufferizes a ``dispatch.tensor.load`` of a read-write binding as a *view* of the binding,
+  with no copy, and the op is pure. A loaded tile is read only where its consumers run, and
+  IREE may move consumers: tile-and-fuse pulls producers into the loop nest of a later
+  consumer, loop-invariant code motion hoists loads and their pure consumers out of loops, and
+  empty-tensor elimination lets a consumer write straight into a store's destination.
+- Gathers (``tensor.extract`` of the whole buffer inside a consumer) behave the same way.
+
+So a load whose value may still be read after a store to the same memory executes as a
+*snapshot*: ``bufferization.alloc_tensor() copy(...)`` right where the program loads. A copy
+allocates, so IREE neither hoists, merges nor fuses it, and later stores cannot change it.
+Loads that no store can overtake stay views, which keeps the common kernels copy-free.
+
+The rule, for a load L of buffer B (any buffer, when arguments may alias):
+
+- a store to B *overtakes* L when it can run after L while a value computed from L is still to
+  be read: it comes after L in program order and at or before L's last (transitive) use; or it
+  is in a loop around L (the next iteration, and code motion out of that loop); or it is in a
+  loop that carries a value computed from L;
+- L is snapshot when some store overtakes it, except when the only one is the store that L's
+  value flows into through elementwise ops alone, at exactly the addresses L read, outside any
+  loop: then each element is read before it is written, in place.
+
+Gathers and scatters have unknown addresses: they count as touching all of B, and never take
+the exception.
+"""
+from __future__ import annotations
+
+from . import tile as t
+from .analysis import Facts, StructuredAccess
+
+# Ops through which an in-place store reads each element before writing it.
+_ELEMENTWISE = (t.Elementwise, t.Splat, t.Broadcast, t.Constant)
+
+
+class _Order:
+    def __init__(self, kernel: t.Kernel):
+        self.pos: dict[int, int] = {}      # id(op) -> preorder position
+        self.end: dict[int, int] = {}      # id(op) -> last position inside its regions
+        self.loops: dict[int, tuple[t.For, ...]] = {}   # id(op) -> loops around it
+        self.owner_of_block: dict[int, t.Op] = {}
+        n = 0
+
+        def visit(b: t.Block, loops: tuple[t.For, ...]) -> None:
+            nonlocal n
+            for op in b.ops:
+                self.pos[id(op)] = n
+                self.loops[id(op)] = loops
+                n += 1
+                for r in op.regions():
+                    self.owner_of_block[id(r)] = op
+                    visit(r, loops + (op,) if isinstance(op, t.For) else loops)
+                self.end[id(op)] = n - 1
+
+        visit(kernel.body, ())
+
+    def inside(self, op: t.Op, region_op: t.Op) -> bool:
+        return self.pos[id(region_op)] < self.pos[id(op)] <= self.end[id(region_op)]
+
+
+def _derived(load: t.Load, uses: dict[int, list[t.Op]]):
+    """The ops that read `load`'s value, directly or through values computed from it, and the
+    loops that carry such a value across iterations."""
+    seen: set[int] = set()
+    users: dict[int, t.Op] = {}
+    carriers: dict[int, t.For] = {}
+    work = [load.result]
+    while work:
+        v = work.pop()
+        if v.id in seen:
+            continue
+        seen.add(v.id)
+        for op in uses.get(v.id, []):
+            users[id(op)] = op
+            work.extend(op.results)
+            if isinstance(op, t.For):
+                # As an init or a yielded value: every iteration may read it.
+                carriers[id(op)] = op
+                work.extend(op.iter_args)
+    return list(users.values()), list(carriers.values())
+
+
+def snapshot_loads(kernel: t.Kernel, facts: Facts, may_alias: bool = False) -> set[int]:
+    """ids of the Load ops that must copy what they read when they execute.
+
+    `may_alias`: pointer arguments may share memory, so a store to any buffer counts as a
+    store to every buffer."""
+    stores = [op for op in kernel.walk() if isinstance(op, t.Store)]
+    if not stores:
+        return set()
+    order = _Order(kernel)
+    uses = t.uses(kernel)
+    out: set[int] = set()
+    for load in kernel.walk():
+        if not isinstance(load, t.Load) or load.result.id not in facts.live:
+            continue
+        users, carriers = _derived(load, uses)
+        at = order.pos[id(load)]
+        last = max((order.end[id(u)] for u in users), default=at)
+        loops = order.loops[id(load)] + tuple(carriers)
+        # Stores before the load (IREE may merge its view and consumers with identical ones
+        # from before the store), in a loop around it or carrying it, or before its last use.
+        hazards = [s for s in stores if (may_alias or s.buffer is load.buffer)
+                   and (order.pos[id(s)] <= last or any(order.inside(s, lp) for lp in loops))]
+        if hazards and not _in_place(load, hazards, users, order, facts):
+            out.add(id(load))
+    return out
+
+
+def _in_place(load: t.Load, hazards: list[t.Store], users: list[t.Op], order: _Order,
+              facts: Facts) -> bool:
+    """The one store writes, element by element, values computed by elementwise ops from what
+    the load read at the same addresses, as the load's last use, and no loop repeats either:
+    then each element is read before it is overwritten."""
+    if len(hazards) != 1 or not load.result.is_tile:
+        return False
+    store = hazards[0]
+    if (store.buffer is not load.buffer or order.pos[id(store)] < order.pos[id(load)]
+            or order.loops[id(load)] or order.loops[id(store)]):
+        return False
+    la, sa = facts.access(load), facts.access(store)
+    if not (isinstance(la, StructuredAccess) and isinstance(sa, StructuredAccess)):
+        return False
+    if la.form != sa.form or load.result.shape != store.value.shape:
+        return False
+    return all(u is store or (isinstance(u, _ELEMENTWISE) and order.pos[id(u)] < order.pos[id(store)])
+               for u in users)
