@@ -1373,10 +1373,10 @@ class Emitter:
             self._slice_store(p, acc, shape, active, inner, rty, val, None)
         else:
             ranges = self._masked_ranges(box, shape, active, inner)
-            if self.loop_depth:
-                # Inside a kernel loop IREE shrinks the value's op to the masked size and then
-                # needs a dynamic stack allocation per iteration, which it rejects; a copy of
-                # the whole tile keeps every allocation static.
+            if self.loop_depth and any(isinstance(o, t.Load) and o.buffer is p for o in self.k.walk()):
+                # In a kernel loop that also loads this buffer, IREE shrinks the value's op to
+                # the masked size and then needs a dynamic stack allocation per iteration,
+                # which it rejects; a copy of the whole tile keeps every allocation static.
                 val = self._copy(val, rty.mlir())
             self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
 
