@@ -20,15 +20,18 @@ TARGETS = ("llvm-cpu", "cuda", "hip", "vulkan")
 
 
 def activate(target: str = "llvm-cpu", arch: str | None = None) -> None:
-    """Makes triton-iree Triton's active driver, compiling for `target` (default llvm-cpu)."""
+    """Makes triton-iree Triton's active driver, compiling for `target` (default llvm-cpu).
+
+    GPU targets raise UnsupportedError until their lowering is validated (see
+    compile.UNVALIDATED_TARGETS_VAR)."""
     from triton.backends.compiler import GPUTarget
     from triton.runtime import driver as triton_driver
 
     from .backend.driver import IreeDriver
-    if target not in TARGETS:
-        raise ValueError(f"unknown target '{target}'; expected one of {', '.join(TARGETS)}")
-    gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if target == "llvm-cpu" else \
-        GPUTarget("iree", f"{target}:{arch}" if arch else target, 32)
+    from .compile import make_target
+    name = make_target(target, arch=arch).name   # refuses unknown and unvalidated targets
+    gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if name == "llvm-cpu" else \
+        GPUTarget("iree", f"{name}:{arch}" if arch else name, 32)
     triton_driver.set_active(IreeDriver(gpu_target))
 
 

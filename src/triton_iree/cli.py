@@ -38,12 +38,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def _read(path: str) -> str:
     if path == "-":
-        return sys.stdin.read()
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise SystemExit(f"triton-iree: error: cannot read {path}: {e.strerror}")
     try:
-        with open(path) as f:
-            return f.read()
-    except OSError as e:
-        raise SystemExit(f"triton-iree: error: cannot read {path}: {e.strerror}")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SystemExit(f"triton-iree: error: {_source_name(path)}:{line}: not UTF-8 text "
+                         f"(byte {data[e.start]:#04x} at offset {e.start})")
 
 
 def _write(path: str, data: str | bytes) -> None:

@@ -430,6 +430,8 @@ class TTIRReader:
     def _op_scf_for(self, op, loc: str) -> None:
         operands = list(op.operands)
         lb, ub, step = (self._val(v, op) for v in operands[:3])
+        if isinstance(step.owner, t.Constant) and step.owner.value <= 0:
+            raise self._unsupported(op, f"a step of {step.owner.value} (the step must be positive)")
         inits, bufs = self._carried(op, [self._get(v) for v in operands[3:]])
         mblock = op.regions[0].blocks[0]
         body = t.Block()

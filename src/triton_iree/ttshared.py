@@ -30,6 +30,7 @@ an ``scf.if`` holds the fill value on both sides).
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -98,6 +99,11 @@ def _same(a: Scalar, b: Scalar) -> bool:
     return a == b if isinstance(a, int) and isinstance(b, int) else a is b
 
 
+# The index lists of linalg.reduce / linalg.broadcast (`dimensions = [...]`) and
+# linalg.transpose (`permutation = [...]`) in their custom assembly forms.
+_INDEX_LIST_KEY = re.compile(r"\b(?:dimensions|permutation)\s*=\s*")
+_INT = re.compile(r"-?(?:0x[0-9a-fA-F]+|[0-9]+)")
+_INDEX_LIST = re.compile(rf"\[\s*(?:{_INT.pattern}\s*(?:,\s*{_INT.pattern}\s*)*)?\]")
 _PURE_OPS = (t.Constant, t.Splat, t.Broadcast, t.ExpandDims, t.MakeRange, t.Reshape, t.Trans,
              t.Elementwise, t.ProgramId, t.NumPrograms)
 # Ops that only alias their first operand (same contents, another type).
@@ -115,6 +121,7 @@ class TTSharedReader:
 
     # -- entry ------------------------------------------------------------------------
     def read(self) -> t.Kernel:
+        self._check_index_lists()
         with ir.Context() as ctx, ir.Location.unknown():
             ctx.allow_unregistered_dialects = True   # leftover tt.* ops get a proper error
             try:
@@ -136,6 +143,20 @@ class TTSharedReader:
             if len(funcs) != 1:
                 raise InputError(f"expected one func.func with a body in the module, found {len(funcs)}")
             return self._read_func(funcs[0])
+
+    def _check_index_lists(self) -> None:
+        """MLIR's parser crashes (SIGSEGV) on a malformed index list of linalg.reduce,
+        linalg.broadcast (`dimensions = [...]`) or linalg.transpose (`permutation = [...]`), or
+        one holding an integer outside i64; refuse those before parsing."""
+        for m in _INDEX_LIST_KEY.finditer(self.text):
+            if self.text.startswith("array<", m.end()):
+                continue   # the generic form's attribute: parsed safely
+            lst = _INDEX_LIST.match(self.text, m.end())
+            bad = lst is None or any(not -2 ** 63 <= int(n, 0) < 2 ** 63 for n in _INT.findall(lst.group()))
+            if bad:
+                line = self.text.count("\n", 0, m.start()) + 1
+                raise InputError(f"input does not parse: '{m.group().strip()}' must be followed by a list "
+                                 f"of 64-bit integers in brackets", loc=f"{self.filename or '-'}:{line}")
 
     def _fix_loc(self, loc: str) -> str:
         if self.filename and loc.startswith("-:"):
@@ -1165,6 +1186,8 @@ class TTSharedReader:
     def _op_scf_for(self, op, loc: str) -> None:
         operands = list(op.operation.operands)
         lb, ub, step = (self.scalar(v, op) for v in operands[:3])
+        if isinstance(step.owner, t.Constant) and step.owner.value <= 0:
+            raise self._unsupported(op, f"a step of {step.owner.value} (the step must be positive)")
         inits, templates = [], []
         for v in operands[3:]:
             val, tmpl = self._carry(self.get(v, op), op)
