@@ -10,23 +10,21 @@ module does not get that for free:
   empty-tensor elimination lets a consumer write straight into a store's destination.
 - Gathers (``tensor.extract`` of the whole buffer inside a consumer) behave the same way.
 
-So a load whose value may still be read after a store to the same memory executes as a
-*snapshot*: ``bufferization.alloc_tensor() copy(...)`` right where the program loads. A copy
-allocates, so IREE neither hoists, merges nor fuses it, and later stores cannot change it.
-Loads that no store can overtake stay views, which keeps the common kernels copy-free.
+So a load executes as a *snapshot*, ``bufferization.alloc_tensor() copy(...)`` right where
+the program loads, when a store to its buffer (to any buffer, when arguments may share memory)
+can come between the load and a read of its value:
 
-The rule, for a load L of buffer B (any buffer, when arguments may alias):
+- a store before the load: IREE may merge the load and its consumers with identical ones
+  from before that store;
+- a store in a loop around the load (the next iteration; code motion out of the loop), or in
+  a loop that carries a value computed from the load;
+- a store after the load and at or before its last (transitive) use.
 
-- a store to B *overtakes* L when it can run after L while a value computed from L is still to
-  be read: it comes after L in program order and at or before L's last (transitive) use; or it
-  is in a loop around L (the next iteration, and code motion out of that loop); or it is in a
-  loop that carries a value computed from L;
-- L is snapshot when some store overtakes it, except when the only one is the store that L's
-  value flows into through elementwise ops alone, at exactly the addresses L read, outside any
-  loop: then each element is read before it is written, in place.
-
-Gathers and scatters have unknown addresses: they count as touching all of B, and never take
-the exception.
+A copy allocates, so IREE neither hoists, merges nor fuses it, and later stores cannot change
+it. One case stays a view: the only such store writes, at exactly the addresses the load read,
+values computed from it by elementwise ops alone, outside any loop (``x = load(p);
+store(p, x * 2)``): every element is read before it is written. Gathers and scatters have
+unknown addresses: they count as touching the whole buffer and never take that exception.
 """
 from __future__ import annotations
 
@@ -42,7 +40,6 @@ class _Order:
         self.pos: dict[int, int] = {}      # id(op) -> preorder position
         self.end: dict[int, int] = {}      # id(op) -> last position inside its regions
         self.loops: dict[int, tuple[t.For, ...]] = {}   # id(op) -> loops around it
-        self.owner_of_block: dict[int, t.Op] = {}
         n = 0
 
         def visit(b: t.Block, loops: tuple[t.For, ...]) -> None:
@@ -52,7 +49,6 @@ class _Order:
                 self.loops[id(op)] = loops
                 n += 1
                 for r in op.regions():
-                    self.owner_of_block[id(r)] = op
                     visit(r, loops + (op,) if isinstance(op, t.For) else loops)
                 self.end[id(op)] = n - 1
 
@@ -60,6 +56,12 @@ class _Order:
 
     def inside(self, op: t.Op, region_op: t.Op) -> bool:
         return self.pos[id(region_op)] < self.pos[id(op)] <= self.end[id(region_op)]
+
+    def last_read(self, user: t.Op, load: t.Load) -> int:
+        """The last position at which `user` may read `load`'s value: the end of the outermost
+        loop around the user that is not around the load (it reads again each iteration)."""
+        outer = [lp for lp in self.loops[id(user)] if lp not in self.loops[id(load)]]
+        return self.end[id(outer[0] if outer else user)]
 
 
 def _derived(load: t.Load, uses: dict[int, list[t.Op]]):
@@ -100,7 +102,7 @@ def snapshot_loads(kernel: t.Kernel, facts: Facts, may_alias: bool = False) -> s
             continue
         users, carriers = _derived(load, uses)
         at = order.pos[id(load)]
-        last = max((order.end[id(u)] for u in users), default=at)
+        last = max((order.last_read(u, load) for u in users), default=at)
         loops = order.loops[id(load)] + tuple(carriers)
         # Stores before the load (IREE may merge its view and consumers with identical ones
         # from before the store), in a loop around it or carrying it, or before its last use.
