@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from .errors import CompileError, InputError, LaunchError, TritonIreeError, UnsupportedError
+from .errors import CompileError, DeviceError, InputError, LaunchError, TritonIreeError, UnsupportedError
 
 try:
     __version__ = _version("triton-iree")
@@ -42,4 +42,4 @@ def prepare(text: str) -> str:
 
 
 __all__ = ["activate", "prepare", "TritonIreeError", "UnsupportedError", "CompileError",
-           "LaunchError", "InputError", "__version__", "TARGETS"]
+           "LaunchError", "DeviceError", "InputError", "__version__", "TARGETS"]

@@ -37,3 +37,20 @@ class LaunchError(TritonIreeError):
 
 class InputError(TritonIreeError):
     """Malformed input IR given to `prepare` / `compile`."""
+
+
+class DeviceError(TritonIreeError):
+    """Checked mode (Triton's debug switch) found an out-of-bounds access or a failed
+    `tl.device_assert` in a program of a launch.
+
+    `program_id` is (x, y, z); for an access, `access` is 'load' or 'store', `param` the
+    argument's name and `offset` the failing element's offset from the argument's pointer;
+    for an assertion, `access`, `param` and `offset` are None and `assert_message` is its message.
+    """
+
+    def __init__(self, message: str, *, kernel: str, loc: str, program_id: tuple[int, int, int],
+                 access: str | None = None, param: str | None = None, offset: int | None = None,
+                 assert_message: str | None = None):
+        self.program_id, self.access, self.param, self.offset = program_id, access, param, offset
+        self.assert_message = assert_message
+        super().__init__(message, kernel=kernel, loc=loc)

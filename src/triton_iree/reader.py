@@ -7,6 +7,9 @@ reach the tile program: each becomes (buffer, i64 element offset).
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import os
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -48,6 +51,32 @@ def source_loc(location: ir.Location) -> str:
     """'file:line:col' of an MLIR location, or '' when it carries none."""
     m = _LOC_FILE_LINE.search(str(location))
     return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else ""
+
+
+@functools.cache
+def _unsupported_library_functions() -> list[tuple[str, str, int, int]]:
+    """(name, file, first line, end line) of Triton library functions that iree-compile does
+    not finish on yet: tl.sort and tl.topk expand to a bitonic network that it compiles for
+    hours."""
+    from triton.language import standard
+    found = []
+    for name in ("sort", "topk"):
+        fn = getattr(getattr(standard, name, None), "fn", None)
+        if fn is not None:
+            lines, first = inspect.getsourcelines(fn)
+            found.append((f"tl.{name}", os.path.realpath(inspect.getsourcefile(fn)), first, first + len(lines)))
+    return found
+
+
+def unsupported_library_call(location: ir.Location) -> Optional[tuple[str, str]]:
+    """('tl.sort', its caller's 'file:line:col') when `location` lies inside a call of a Triton
+    library function that triton-iree cannot lower yet, else None."""
+    frames = _LOC_FILE_LINE.findall(str(location))   # the innermost call first
+    for i, (file, line, _) in enumerate(frames):
+        for name, path, first, end in _unsupported_library_functions():
+            if first <= int(line) < end and os.path.realpath(file) == path:
+                return name, ":".join(frames[min(i + 1, len(frames) - 1)])
+    return None
 
 
 def loc_name(location: ir.Location) -> str:
@@ -203,6 +232,9 @@ class TTIRReader:
 
     def _read_op(self, op, name: str) -> None:
         loc = source_loc(op.location)
+        if "/triton/language/" in loc and (call := unsupported_library_call(op.location)):
+            raise UnsupportedError(f"{call[0]} is not supported yet (iree-compile does not finish on its "
+                                   f"expansion)", kernel=self.kernel_name, loc=call[1])
         handler = getattr(self, "_op_" + name.replace(".", "_"), None)
         if handler is not None:
             handler(op, loc)
@@ -371,6 +403,11 @@ class TTIRReader:
             value = self._emit(t.Elementwise("arith.extui", [value], t.with_dtype(value.type, "i8"),
                                              loc=loc)).result
         self._emit(t.Store(ptr.buffer, ptr.offsets, self._bitcast(value, ptr.buffer.dtype, loc), mask, loc))
+
+    def _op_tt_assert(self, op, loc: str) -> None:
+        # Triton emits tt.assert only under its debug switch; `checks` turns it into a check.
+        cond = self._val(op.operands[0], op)
+        self._emit(t.Assert(cond, ir.StringAttr(op.attributes["message"]).value, loc))
 
     # -- compute -----------------------------------------------------------------------------
     def _op_tt_reduce(self, op, loc: str) -> None:

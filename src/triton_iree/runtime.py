@@ -13,6 +13,7 @@ thread (see `LoadedKernel.launch`); everything else runs on local-task's worker 
 from __future__ import annotations
 
 import ctypes
+import operator
 import re
 import struct
 import threading
@@ -21,7 +22,9 @@ from typing import Any, Sequence
 
 import iree.runtime as rt
 
-from .errors import LaunchError
+from .checks import RECORD_FIELDS
+from .compile import compile_module
+from .errors import DeviceError, LaunchError
 
 # Triton signature element types -> (MLIR element type of the buffer, torch dtype name).
 POINTER_DTYPES = {
@@ -116,8 +119,9 @@ class _Context:
 class LoadedKernel:
     """A compiled kernel loaded into a VM context, ready to launch."""
 
-    def __init__(self, vmfb: bytes, name: str, driver: str):
+    def __init__(self, vmfb: bytes, name: str, driver: str, aliasing: bool = False):
         self.name = name
+        self.aliasing = aliasing   # compiled for pointer arguments that share memory
         self.main = _Context(get_device(driver), rt.VmModule.copy_buffer(get_device(driver).instance, vmfb),
                              name)
         self.dev = self.main.dev
@@ -130,9 +134,15 @@ class LoadedKernel:
         self._arg_lists: dict[tuple, rt.VmVariantList] = {}
         LOAD_STATS["loads"] += 1
 
-    def launch(self, plans: Sequence["ArgPlan"], values: Sequence[Any], grid: Sequence[int]) -> None:
-        """Imports the arguments, then runs the kernel; nothing runs if an argument is unusable."""
+    def launch(self, plans: Sequence["ArgPlan"], values: Sequence[Any], grid: Sequence[int],
+               checks: "Checks | None" = None, shared: "SharedMemory | None" = None) -> None:
+        """Imports the arguments, then runs the kernel; nothing runs if an argument is unusable.
+        `shared`: the kernel's module for arguments that share memory, if it has one."""
+        if checks is not None:
+            return checks.launch(self, plans, values, grid, shared)
         spans = check_arguments(self.dev, plans, values, grid, self.name)
+        if shared is not None and shared.needed(spans):
+            return shared.kernel(self).launch(plans, values, grid)
         ctx = self.main
         if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
                                sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
@@ -319,6 +329,20 @@ def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
     return spans
 
 
+def int_argument(value, dtype: str) -> int:
+    """An integer argument of Triton type `dtype` (i1 ... i64, u1 ... u64) as the VM's i64: its
+    bits, read as signed at its width (so a u64 of 2^63 or more passes as a negative i64, and
+    unsigned ops in the kernel see the caller's value). Raises ValueError if it fits neither
+    the signed nor the unsigned range of that width."""
+    v = operator.index(value)
+    bits = int(dtype[1:])
+    if bits == 1 and v in (0, 1) or bits > 1 and -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+        return v
+    if bits > 1 and 0 <= v < 1 << bits:
+        return v - (1 << bits)
+    raise ValueError(f"{value} does not fit in {dtype}")
+
+
 def build_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any], grid: Sequence[int],
                     spans: Sequence[tuple[int, int, int]]) -> rt.VmVariantList:
     """The VM argument list for checked arguments (spans from check_arguments): the
@@ -329,7 +353,10 @@ def build_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
         if plan.is_buffer:
             args.push_ref(import_tensor(dev, v, plan.dtype, next(it)))
         elif plan.kind == "int":
-            args.push_int(int(v))
+            try:
+                args.push_int(int_argument(v, plan.dtype))
+            except (TypeError, ValueError) as e:
+                raise LaunchError(f"argument '{plan.name}': {e}") from None
         else:
             args.push_float(float(v))
     for g in grid:
@@ -338,3 +365,81 @@ def build_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
         args.push_int(lead)
     return args
 
+
+
+class Checks:
+    """Checked mode (see `checks`): passes the extra arguments, reads the failure records back
+    and raises `DeviceError` for the first program that failed."""
+
+    def __init__(self, info: dict, plans: Sequence[ArgPlan]):
+        self.sites, self.written = info["sites"], info["written"]
+        self.plans = [ArgPlan("checks", True, "i64"),
+                      *(ArgPlan(f"{p.name}_extent", False, "i64", "int") for p in plans if p.is_buffer)]
+
+    @staticmethod
+    def of(metadata, plans: Sequence[ArgPlan]) -> "Checks | None":
+        """The checks of a kernel compiled in checked mode (its metadata has them), else None."""
+        info = getattr(metadata, "checks", None)
+        return Checks(info, plans) if info else None
+
+    def launch(self, kernel: LoadedKernel, plans: Sequence[ArgPlan], values: Sequence[Any],
+               grid: Sequence[int], shared: "SharedMemory | None" = None) -> None:
+        import torch
+        spans = check_arguments(kernel.dev, plans, values, grid, kernel.name)
+        buffers = [(p.name, v) for p, v in zip(plans, values) if p.is_buffer]
+        # Each buffer's extent in elements, and its pointer's offset inside it.
+        bounds = {name: (nbytes // v.element_size(), lead) for (name, v), (_, nbytes, lead) in zip(buffers, spans)}
+        n = grid[0] * grid[1] * grid[2]
+        records = torch.zeros((max(n, 1), RECORD_FIELDS), dtype=torch.int64)
+        kernel.launch([*plans, *self.plans], [*values, records, *(e for e, _ in bounds.values())], grid,
+                      shared=shared)
+        failed = torch.nonzero(records[:n, 0])
+        if len(failed):
+            slot = int(failed[0, 0])
+            code, offset = records[slot].tolist()
+            pid = (slot % grid[0], slot // grid[0] % grid[1], slot // (grid[0] * grid[1]))
+            self._raise(kernel.name, self.sites[code - 1], pid, offset, bounds)
+
+    def _raise(self, kernel: str, site: dict, pid: tuple[int, int, int], offset: int, bounds: dict) -> None:
+        names = ", ".join(f"'{w}'" for w in self.written)
+        ran = (f"The rest of the launch ran, so {names} may have been written." if names
+               else "The kernel writes no arguments.")
+        where = dict(kernel=kernel, loc=site["loc"], program_id=pid)
+        if site["kind"] == "assert":
+            raise DeviceError(f"device_assert failed in program {pid}: {site['message']}. {ran}",
+                              assert_message=site["message"], **where)
+        extent, lead = bounds[site["param"]]
+        raise DeviceError(
+            f"out-of-bounds {site['kind']} through '{site['param']}' in program {pid}: element offset {offset} "
+            f"from the pointer is outside [{-lead}, {extent - lead}), the storage imported for it; that access "
+            f"was not performed. {ran}", access=site["kind"], param=site["param"], offset=offset, **where)
+
+
+class SharedMemory:
+    """Launches with pointer arguments that share memory (the same tensor twice, or
+    overlapping views) where the kernel writes one of them: they run a second module, compiled
+    on first use, whose loads keep program order across every buffer (see `memory_order`)."""
+
+    def __init__(self, module_text: str, written: Sequence[int], target):
+        self.module_text, self.written, self.target = module_text, tuple(written), target
+        self.loaded: LoadedKernel | None = None
+
+    @staticmethod
+    def of(metadata, target) -> "SharedMemory | None":
+        text = getattr(metadata, "iree_shared_memory_module", "")
+        return SharedMemory(text, metadata.iree_written, target) if text else None
+
+    def needed(self, spans: Sequence[tuple[int, int, int]]) -> bool:
+        """A written buffer's storage (its `import_span`) overlaps another buffer's."""
+        for i in self.written:
+            base, nbytes, _ = spans[i]
+            for j, (b, n, _) in enumerate(spans):
+                if j != i and base < b + n and b < base + nbytes:
+                    return True
+        return False
+
+    def kernel(self, main: LoadedKernel) -> LoadedKernel:
+        if self.loaded is None:
+            vmfb = compile_module(self.module_text, self.target, name=main.name)
+            self.loaded = LoadedKernel(vmfb, main.name, main.dev.driver, aliasing=True)
+        return self.loaded

@@ -295,6 +295,15 @@ class Store(Op):
         self._init([], loc)
 
 
+class Assert(Op):
+    """tt.assert (`tl.device_assert` under Triton's debug switch): fails where `cond` is false."""
+    _operands = ("cond",)
+
+    def __init__(self, cond: Value, message: str, loc: str = ""):
+        self.cond, self.message = cond, message
+        self._init([], loc)
+
+
 class For(Op):
     """scf.for: body args are (iv, *iter_args); the body yields the next iter_args."""
     _operands = ("lb", "ub", "step", "inits")

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from .. import compile as iree_compile
-from .. import frontend, reader
-from ..emit import EmitOptions, cpu_options, lower
+from .. import checks, frontend, reader
+from ..analysis import analyze
+from ..emit import EmitOptions, cpu_options, emit_module, lower
 from ..errors import CompileError
 
 
@@ -96,18 +97,30 @@ class IreeBackend(BaseBackend):
         if language != Language.TRITON:
             raise NotImplementedError("triton-iree runs Triton kernels; Gluon is not supported")
         stages["ttir"] = lambda src, metadata: frontend.make_ttir(src, metadata, options)
-        stages["iree"] = lambda src, metadata: self._lower(src, metadata)
+        stages["iree"] = lambda src, metadata: self._lower(src, metadata, options)
         stages["vmfb"] = lambda src, metadata: self._compile(src, metadata)
 
-    def _lower(self, mod, metadata: dict) -> str:
+    def _lower(self, mod, metadata: dict, options: IreeOptions) -> str:
         text = frontend.generic_text(mod)
         name = mod.get_entry_func_name()
         iree_compile.dump(name, f"{name}.ttir", text)
         kernel = reader.read_ttir(text)
         metadata["name"] = kernel.name
         metadata["shared"] = 0
+        buffers, stored = kernel.buffers, kernel.stored_buffers()   # the kernel's own pointer arguments
+        if options.debug:   # checked mode (`checks`): the runtime reads the failures back
+            sites = checks.instrument(kernel)
+            metadata["checks"] = {"sites": [vars(s) for s in sites], "written": [p.name for p in stored]}
+        emit_options = cpu_options() if self.iree_target.is_cpu else EmitOptions()
         try:
-            return lower(kernel, cpu_options() if self.iree_target.is_cpu else EmitOptions())
+            module = lower(kernel, emit_options)
+            # The variant for pointer arguments that share memory; the launcher picks it.
+            metadata["iree_written"] = [i for i, p in enumerate(buffers) if p in stored]
+            # Not verified here, to keep first launches fast: iree-compile checks it if it is used.
+            shared = emit_module(kernel, analyze(kernel), replace(emit_options, may_alias=True)) \
+                if stored and len(buffers) > 1 else module
+            metadata["iree_shared_memory_module"] = shared if shared != module else ""
+            return module
         except CompileError as e:
             if hasattr(e, "module_text"):
                 iree_compile.dump(name, f"{name}.iree.mlir", e.module_text)

@@ -1,6 +1,7 @@
 """The backend's driver: target selection, module loading and the launcher."""
 from __future__ import annotations
 
+import operator
 import os
 import statistics
 import time
@@ -65,6 +66,14 @@ class IreeUtils:
                 "max_num_regs": 1 << 16, "warpSize": 1}
 
 
+def launch_grid(gx, gy, gz, kernel: str) -> tuple[int, int, int]:
+    """The grid as ints; like Triton's own launchers, anything else (2.5) is refused."""
+    try:
+        return operator.index(gx), operator.index(gy), operator.index(gz)
+    except TypeError:
+        raise LaunchError(f"the grid must be integers, got ({gx!r}, {gy!r}, {gz!r})", kernel=kernel) from None
+
+
 class IreeLauncher:
     """Launches one compiled kernel: `launcher(gx, gy, gz, stream, function, ...args)`."""
 
@@ -73,14 +82,17 @@ class IreeLauncher:
         names = list(signature.keys())
         self.name = metadata.name
         self.plans = runtime.plan_arguments(names, signature, self.name)
+        self.checks = runtime.Checks.of(metadata, self.plans)
         self.keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
+        self.shared = runtime.SharedMemory.of(metadata, target_of(IreeDriver.current_target))
 
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
+        grid = launch_grid(gridX, gridY, gridZ, self.name)
         values = [args[i] for i in self.keep]
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        function.launch(self.plans, values, (gridX, gridY, gridZ))
+        function.launch(self.plans, values, grid, self.checks, self.shared)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 

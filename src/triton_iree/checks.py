@@ -1,0 +1,248 @@
+"""Checked mode: bounds checks on every access, and `tl.device_assert`, as a tile-program pass.
+
+Under Triton's debug switch (`TRITON_DEBUG=1`, or `@triton.jit(debug=True)`) the backend runs
+`instrument` on the tile program before the analyses. It rewrites the kernel in place:
+
+- Every Load and Store, structured or not, scalar or tile, gets the in-bounds predicate of its
+  offsets, ``0 <= offset < extent``, where offsets count elements from the start of the buffer
+  the runtime imported for the argument and `extent` is that buffer's length (a new i64 scalar
+  parameter per buffer). Elements where the access's mask holds and the predicate does not are
+  a failure. The predicate is ANDed into the mask, so an out-of-bounds element is never read or
+  written.
+- Each Assert (``tt.assert``) fails where its condition is false, and is removed.
+
+Each program keeps the first failure it meets as two i64 scalars, threaded through loops and
+ifs: the failing site's number plus one (0: none yet) and the offset (of the lowest failing
+element, relative to the argument's pointer). At its end, a program that failed stores them
+into its own slot (its linear program id) of an extra output buffer, so programs never write
+the same record. The runtime reads the records after the launch and raises `DeviceError` for
+the first failing program (`runtime.Checks`).
+
+Launch ABI added after the kernel's own arguments: the record buffer (i64, 2 per program, zero
+on entry), then each buffer argument's extent in parameter order; the record buffer's base
+offset comes last among the base offsets.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import tile as t
+from .analysis import Box, Poly, StructuredAccess, analyze
+
+I64 = t.ScalarType("i64")
+RECORD_FIELDS = 2
+_I64_MAX = (1 << 63) - 1
+_INT_ATOMS = ("i8", "i16", "i32", "i64")
+
+
+@dataclass(frozen=True)
+class Site:
+    """One checked access or assertion of the kernel."""
+    kind: str        # 'load' | 'store' | 'assert'
+    param: str       # the argument an access goes through ('' for asserts)
+    loc: str
+    message: str = ""
+
+
+class _Instrumenter:
+    def __init__(self, kernel: t.Kernel):
+        self.k = kernel
+        self.sites: list[Site] = []
+        self.block = kernel.body
+        self.facts = analyze(kernel)   # of the unchecked kernel: the accesses' forms and masks
+        index = len(kernel.params) + len(kernel.base_offsets)
+        self.record = t.Param(index, "checks", "i64", True)
+        self.record_base = self._scalar_param(index + 1, "checks_base")
+        self.extents = {id(p): self._scalar_param(index + 2 + i, f"{p.name}_extent")
+                        for i, p in enumerate(kernel.buffers)}
+
+    @staticmethod
+    def _scalar_param(index: int, name: str) -> t.Param:
+        p = t.Param(index, name, "i64", False)
+        p.value = t.Value(I64, None, name)
+        return p
+
+    def emit(self, op: t.Op) -> t.Value | None:
+        self.block.ops.append(op)
+        return op.result if op.results else None
+
+    def ew(self, opname: str, args: list[t.Value], dtype: str, **attrs) -> t.Value:
+        return self.emit(t.Elementwise(opname, args, t.with_dtype(args[0].type, dtype), attrs, self.loc))
+
+    def const(self, value, like: t.Value, dtype: str) -> t.Value:
+        return self.emit(t.Constant(value, t.with_dtype(like.type, dtype), self.loc))
+
+    def reduce_all(self, x: t.Value, opname: str) -> t.Value:
+        """Combines every element of tile `x` with `opname`: a scalar."""
+        if len(x.shape) > 1:   # one 1-D reduction (nested ones trip IREE's tiling next to a matmul)
+            x = self.emit(t.Reshape(x, t.TileType((x.type.numel,), x.dtype), self.loc))
+        blk = t.Block()
+        blk.args = [t.Value(t.ScalarType(x.dtype), blk) for _ in range(2)]
+        blk.ops = [t.Elementwise(opname, blk.args, t.ScalarType(x.dtype), loc=self.loc)]
+        blk.yields = [blk.ops[0].result]
+        return self.emit(t.Reduce([x], 0, blk, [t.ScalarType(x.dtype)], self.loc))
+
+    # -- the pass --------------------------------------------------------------------------
+    def run(self) -> list[Site]:
+        k = self.k
+        zero = t.Constant(0, I64)
+        k.body.ops.insert(0, zero)
+        state = self.visit(k.body, (zero.result, zero.result))
+        self.loc = k.loc
+        self.block = k.body
+        ids = [self.ew("arith.extsi", [self.emit(t.ProgramId(a, self.loc))], "i64") for a in range(3)]
+        grid = [self.ew("arith.extsi", [self.emit(t.NumPrograms(a, self.loc))], "i64") for a in range(2)]
+        slot = self.ew("arith.addi", [ids[1], self.ew("arith.muli", [grid[1], ids[2]], "i64")], "i64")
+        slot = self.ew("arith.addi", [ids[0], self.ew("arith.muli", [grid[0], slot], "i64")], "i64")
+        at = self.ew("arith.muli", [slot, self.i64(RECORD_FIELDS)], "i64")
+        at = self.ew("arith.addi", [self.record_base.value, at], "i64")
+        failed = self.ew("arith.cmpi", [state[0], self.i64(0)], "i1", predicate="ne")
+        for j, v in enumerate(state):
+            off = self.ew("arith.addi", [at, self.i64(j)], "i64")
+            self.emit(t.Store(self.record, off, v, failed, self.loc))
+        k.params += [self.record, *(self.extents[id(p)] for p in k.buffers)]
+        k.base_offsets.append(self.record_base)
+        return self.sites
+
+    def visit(self, block: t.Block, state: tuple) -> tuple:
+        ops, block.ops = block.ops, []
+        for op in ops:
+            self.block, self.loc = block, op.loc
+            if isinstance(op, (t.Load, t.Store)):
+                state = self.access(op, state)
+            elif isinstance(op, t.Assert):
+                failed = self.any(self.negate(op.cond))
+                state = self.update(failed, state[1], Site("assert", "", op.loc, op.message), state)
+                continue
+            elif isinstance(op, t.For) and _has_checks(op.body):
+                op.inits += state
+                args = [t.Value(I64, op.body, "chk") for _ in state]
+                op.body.args += args
+                op.body.yields += self.visit(op.body, tuple(args))
+                state = self._add_results(op, len(state))
+            elif isinstance(op, t.If) and _has_checks(op):
+                op.then.yields += self.visit(op.then, state)
+                op.otherwise.yields += self.visit(op.otherwise, state)
+                state = self._add_results(op, len(state))
+            block.ops.append(op)
+        return state
+
+    @staticmethod
+    def _add_results(op: t.Op, n: int) -> tuple:
+        new = [t.Value(I64, op) for _ in range(n)]
+        op.results += new
+        return tuple(new)
+
+    def access(self, op: t.Load | t.Store, state: tuple) -> tuple:
+        """Checks op's offsets against its buffer's extent. A failing access is not performed at
+        all: a scalar condition joins its mask, which keeps a structured access structured."""
+        offs, mask = op.offsets, op.mask
+        extent, base = self.extents[id(op.buffer)].value, self._base(op.buffer)
+        site = Site("load" if isinstance(op, t.Load) else "store", op.buffer.name, op.loc)
+        if not offs.is_tile:
+            # Unsigned: a negative offset is huge.
+            ok = self.ew("arith.cmpi", [offs, extent], "i1", predicate="ult")
+            failed = self.ew("arith.cmpi", [offs, extent], "i1", predicate="uge")
+            if mask is not None:
+                ok, failed = self.ew("arith.andi", [mask, ok], "i1"), self.ew("arith.andi", [mask, failed], "i1")
+            op.mask = ok
+            return self.update(failed, self.ew("arith.subi", [offs, base], "i64"), site, state)
+        bad = self.ew("arith.cmpi", [offs, self.emit(t.Splat(extent, offs.type, self.loc))], "i1", predicate="uge")
+        if mask is not None:
+            bad = self.ew("arith.andi", [mask, bad], "i1")
+        failed = self.bounds(op, extent)
+        if failed is None:
+            failed = self.any(bad)
+        ok = self.emit(t.Splat(self.negate(failed), bad.type, self.loc))
+        op.mask = ok if mask is None else self.ew("arith.andi", [mask, ok], "i1")
+        # The lowest failing offset, computed only where the access fails.
+        outer, self.block = self.block, t.Block()
+        rel = self.ew("arith.subi", [offs, self.emit(t.Splat(base, offs.type, self.loc))], "i64")
+        rel = self.ew("arith.select", [bad, rel, self.const(_I64_MAX, rel, "i64")], "i64")
+        self.block.yields = [self.reduce_all(rel, "arith.minsi")]
+        then, self.block = self.block, outer
+        where = self.emit(t.If(failed, then, t.Block(yields=[state[1]]), [I64], self.loc))
+        return self.update(failed, where, site, state)
+
+    def bounds(self, op: t.Load | t.Store, extent: t.Value) -> t.Value | None:
+        """Whether a structured access leaves [0, extent), from its lowest and highest offsets
+        (over the mask's box); None where its form mentions a loop-carried pointer."""
+        acc = self.facts.access(op)
+        if not isinstance(acc, StructuredAccess) or not all(
+                isinstance(a, t.Value) and a.dtype in _INT_ATOMS for p in acc.polys() for a in p.atom_list()):
+            return None
+        shape = op.offsets.shape
+        box = acc.box or Box.full(len(shape))
+        low = high = self.poly(acc.form.offset)
+        conds = []
+        for d, n in enumerate(shape):
+            first, end = self.i64(0), self.i64(n)
+            for p in box.lo[d]:
+                first = self.ew("arith.maxsi", [first, self.poly(p)], "i64")
+            for p in box.hi[d]:
+                end = self.ew("arith.minsi", [end, self.poly(p)], "i64")
+            if box.lo[d] or box.hi[d]:
+                conds.append(self.ew("arith.cmpi", [first, end], "i1", predicate="slt"))
+            if not acc.form.strides[d].is_zero():
+                stride = self.poly(acc.form.strides[d])
+                last = self.ew("arith.subi", [end, self.i64(1)], "i64")
+                a, b = (self.ew("arith.muli", [i, stride], "i64") for i in (first, last))
+                low = self.ew("arith.addi", [low, self.ew("arith.minsi", [a, b], "i64")], "i64")
+                high = self.ew("arith.addi", [high, self.ew("arith.maxsi", [a, b], "i64")], "i64")
+        for c in box.conds:
+            conds.append(c.value if c.kind == "val" else
+                         self.ew("arith.cmpi", [self.poly(c.poly), self.i64(0)], "i1", predicate="slt"))
+        failed = self.ew("arith.ori", [self.ew("arith.cmpi", [low, self.i64(0)], "i1", predicate="slt"),
+                                       self.ew("arith.cmpi", [high, extent], "i1", predicate="sge")], "i1")
+        for c in conds:
+            failed = self.ew("arith.andi", [failed, c], "i1")
+        return failed
+
+    def poly(self, p: Poly) -> t.Value:
+        """`p` (over integer scalars) as an i64 scalar computed here."""
+        total = self.i64(0)
+        for mono, c in p.terms.items():
+            term = self.i64(c)
+            for k in mono:
+                a = p.atoms[k]
+                if a.dtype != "i64":
+                    a = self.ew("arith.extsi", [a], "i64")
+                term = self.ew("arith.muli", [term, a], "i64")
+            total = self.ew("arith.addi", [total, term], "i64")
+        return total
+
+    def i64(self, value: int) -> t.Value:
+        return self.emit(t.Constant(value, I64, self.loc))
+
+    def any(self, bad: t.Value) -> t.Value:
+        """Whether `bad` holds anywhere (a scalar i1)."""
+        if not bad.is_tile:
+            return bad
+        x = self.reduce_all(self.ew("arith.extui", [bad], "i8"), "arith.maxui")
+        return self.ew("arith.cmpi", [x, self.const(0, x, "i8")], "i1", predicate="ne")
+
+    def negate(self, x: t.Value) -> t.Value:
+        x = self.ew("arith.extui", [x], "i8")   # (the emitter cannot print i1 constants)
+        return self.ew("arith.cmpi", [x, self.const(0, x, "i8")], "i1", predicate="eq")
+
+    def _base(self, p: t.Param) -> t.Value:
+        return self.k.base_offsets[self.k.buffers.index(p)].value
+
+    def update(self, failed: t.Value, where: t.Value, site: Site, state: tuple) -> tuple:
+        """The state after `site`, which fails where `failed` holds (at offset `where`)."""
+        self.sites.append(site)
+        code, offset = state
+        first = self.ew("arith.andi", [failed, self.ew("arith.cmpi", [code, self.i64(0)], "i1", predicate="eq")],
+                        "i1")
+        return (self.ew("arith.select", [first, self.i64(len(self.sites)), code], "i64"),
+                self.ew("arith.select", [first, where, offset], "i64"))
+
+
+def _has_checks(op_or_block) -> bool:
+    blocks = op_or_block.regions() if isinstance(op_or_block, t.Op) else [op_or_block]
+    return any(isinstance(op, (t.Load, t.Store, t.Assert)) for b in blocks for op in b.walk())
+
+
+def instrument(kernel: t.Kernel) -> list[Site]:
+    """Adds checked mode to `kernel` (in place); returns its sites, numbered from 1."""
+    return _Instrumenter(kernel).run()

@@ -1,0 +1,247 @@
+"""Checked mode (Triton's debug switch): bounds checks on every access, and tl.device_assert."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from triton_iree import DeviceError
+
+import kernels as K
+
+GUARD = 64   # elements of guard memory on each side of a tensor (keeps it 64-byte aligned)
+
+
+def guarded(n: int, dtype=torch.float32, fill=-1):
+    """(guard, t): `t` is n elements whose storage is exactly its own memory, with GUARD
+    elements of `guard` (filled with `fill`) before and after it."""
+    guard = torch.full((n + 2 * GUARD,), fill, dtype=dtype)
+    t = torch.from_numpy(guard.numpy()[GUARD:GUARD + n])
+    assert t.untyped_storage().nbytes() == n * t.element_size()
+    return guard, t
+
+
+def assert_guard_untouched(guard, n, fill=-1):
+    assert (guard[:GUARD] == fill).all() and (guard[GUARD + n:] == fill).all()
+
+
+@triton.jit
+def load_shifted_kernel(x_ptr, out_ptr, n, shift, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs + shift), mask=offs < n)
+
+
+@triton.jit
+def store_unmasked_kernel(out_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, offs.to(tl.float32))
+
+
+@triton.jit
+def tile_2d_kernel(out_ptr, stride, BM: tl.constexpr, BN: tl.constexpr):
+    rows = tl.program_id(1) * BM + tl.arange(0, BM)
+    cols = tl.program_id(0) * BN + tl.arange(0, BN)
+    tl.store(out_ptr + rows[:, None] * stride + cols[None, :], 1.0)
+
+
+@triton.jit
+def loop_kernel(x_ptr, out_ptr, steps, BLOCK: tl.constexpr):
+    """Sums `steps` consecutive blocks (the pointer is carried by the loop), then stores past
+    the end of `out` as well: the load in the loop fails first."""
+    offs = tl.arange(0, BLOCK)
+    ptrs = x_ptr + offs
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for _ in range(steps):
+        acc += tl.load(ptrs)
+        ptrs += BLOCK
+    tl.store(out_ptr + offs + BLOCK, acc)
+
+
+@triton.jit
+def if_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    if pid == 3:
+        tl.store(out_ptr + pid * BLOCK + offs + 1, tl.load(x_ptr + offs))
+    else:
+        tl.store(out_ptr + pid * BLOCK + offs, tl.load(x_ptr + offs))
+
+
+@triton.jit
+def scalar_kernel(x_ptr, out_ptr, i):
+    tl.store(out_ptr, tl.load(x_ptr + i))
+
+
+@triton.jit
+def assert_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.device_assert(x >= 0, "x must be non-negative")
+    tl.store(out_ptr + offs, x * 2, mask=offs < n)
+
+
+@triton.jit
+def no_assert_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x * 2, mask=offs < n)
+
+
+def _line(fn, text: str) -> str:
+    """'file:line' of the line of `fn`'s source that contains `text`."""
+    import inspect
+    lines, first = inspect.getsourcelines(fn.fn)
+    i = next(i for i, s in enumerate(lines) if text in s)
+    return f"{inspect.getsourcefile(fn.fn)}:{first + i}:"
+
+
+def test_in_bounds_vector_add_is_checked_and_right(seeded):
+    n = 1000 + 5
+    x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
+    compiled = K.add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK_SIZE=128, debug=True)
+    assert [s["kind"] for s in compiled.metadata.checks["sites"]] == ["load", "load", "store"]
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+
+
+def test_in_bounds_masked_matmul_is_checked_and_right(seeded):
+    M, N, Kd = 50, 70, 45
+    a, b, c = torch.randn(M, Kd), torch.randn(Kd, N), torch.empty(M, N)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
+    compiled = K.matmul_kernel[grid](a, b, c, M, N, Kd, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                     c.stride(0), c.stride(1), BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, debug=True)
+    assert len(compiled.metadata.checks["sites"]) == 3
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_out_of_bounds_load_past_the_end():
+    n = 1000
+    _, x = guarded(n)
+    x.copy_(torch.arange(n, dtype=torch.float32))
+    out = torch.full((1024,), -2.0)
+    with pytest.raises(DeviceError) as e:
+        load_shifted_kernel[(8,)](x, out, n, 0, BLOCK=128, debug=True)
+    err = e.value
+    assert (err.access, err.param, err.program_id, err.offset) == ("load", "x_ptr", (7, 0, 0), 1000)
+    assert err.kernel == "load_shifted_kernel" and err.loc.startswith(_line(load_shifted_kernel, "tl.load"))
+    assert "outside [0, 1000)" in str(err) and "'out_ptr' may have been written" in str(err)
+    torch.testing.assert_close(out[:896], x[:896], rtol=0, atol=0)   # the other programs ran
+
+
+def test_out_of_bounds_load_before_the_start_reports_the_lowest_offset():
+    n = 256
+    _, x = guarded(n)
+    out = torch.empty(n)
+    with pytest.raises(DeviceError) as e:
+        load_shifted_kernel[(2,)](x, out, n, -3, BLOCK=128, debug=True)
+    assert (e.value.access, e.value.program_id, e.value.offset) == ("load", (0, 0, 0), -3)
+
+
+def test_out_of_bounds_store_is_not_performed():
+    n = 1000
+    guard, out = guarded(n)
+    with pytest.raises(DeviceError) as e:
+        store_unmasked_kernel[(8,)](out, BLOCK=128, debug=True)
+    err = e.value
+    assert (err.access, err.param, err.program_id, err.offset) == ("store", "out_ptr", (7, 0, 0), 1000)
+    assert err.loc.startswith(_line(store_unmasked_kernel, "tl.store"))
+    assert_guard_untouched(guard, n)
+    torch.testing.assert_close(out[:896], torch.arange(896, dtype=torch.float32), rtol=0, atol=0)
+
+
+def test_out_of_bounds_2d_store_names_the_first_program():
+    guard, out = guarded(16 * 40)                   # 40 rows of 16; the grid covers 48
+    with pytest.raises(DeviceError) as e:
+        tile_2d_kernel[(2, 3)](out, 16, BM=16, BN=8, debug=True)
+    assert (e.value.program_id, e.value.offset) == ((0, 2, 0), 40 * 16)
+    assert_guard_untouched(guard, 16 * 40)
+    assert (out[:32 * 16] == 1).all() and (out[32 * 16:] == -1).all()   # failing stores: none of it
+
+
+def test_out_of_bounds_gather():
+    n = 300
+    x = torch.rand(n)
+    idx = torch.arange(n, dtype=torch.int32).flip(0)
+    idx[200] = -7
+    idx[210] = n + 5
+    out = torch.zeros(n)
+    with pytest.raises(DeviceError) as e:
+        K.gather_kernel[(3,)](x, idx, out, n, BLOCK=128, debug=True)
+    err = e.value
+    assert (err.access, err.param, err.program_id, err.offset) == ("load", "x_ptr", (1, 0, 0), -7)
+
+
+def test_out_of_bounds_scatter_is_not_performed():
+    n = 300
+    x = torch.rand(n)
+    idx = torch.arange(n, dtype=torch.int32)
+    idx[5] = n + 2
+    guard, out = guarded(n, fill=0)
+    with pytest.raises(DeviceError) as e:
+        K.scatter_kernel[(3,)](x, idx, out, n, BLOCK=128, debug=True)
+    err = e.value
+    assert (err.access, err.param, err.program_id, err.offset) == ("store", "out_ptr", (0, 0, 0), n + 2)
+    assert_guard_untouched(guard, n, fill=0)
+    torch.testing.assert_close(out[128:], x[128:] * 2, rtol=0, atol=0)   # programs 1 and 2 ran
+
+
+def test_scalar_access():
+    x, out = torch.arange(10, dtype=torch.float32), torch.zeros(1)
+    scalar_kernel[(1,)](x, out, 9, debug=True)
+    assert out.item() == 9
+    with pytest.raises(DeviceError) as e:
+        scalar_kernel[(1,)](x, out, 10, debug=True)
+    assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", 10)
+
+
+def test_first_failure_in_program_order_through_a_loop():
+    x, out = torch.ones(3 * 32), torch.zeros(32)
+    loop_kernel[(1,)](x, torch.zeros(64), 3, BLOCK=32, debug=True)
+    with pytest.raises(DeviceError) as e:
+        loop_kernel[(1,)](x, out, 4, BLOCK=32, debug=True)   # 4th load, then the store, fail
+    assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", 96)
+    assert e.value.loc.startswith(_line(loop_kernel, "tl.load"))
+    with pytest.raises(DeviceError) as e:
+        loop_kernel[(1,)](x, out, 3, BLOCK=32, debug=True)   # only the store fails
+    assert (e.value.access, e.value.param, e.value.offset) == ("store", "out_ptr", 32)
+
+
+def test_failure_inside_an_if():
+    x, out = torch.rand(16), torch.zeros(4 * 16)
+    with pytest.raises(DeviceError) as e:
+        if_kernel[(4,)](x, out, BLOCK=16, debug=True)
+    assert (e.value.access, e.value.program_id, e.value.offset) == ("store", (3, 0, 0), 64)
+    torch.testing.assert_close(out, torch.cat([x, x, x, torch.zeros(16)]), rtol=0, atol=0)
+
+
+def test_device_assert_only_under_debug():
+    n = 1000
+    x, out = torch.rand(n), torch.empty(n)
+    grid = (triton.cdiv(n, 128),)
+    assert_kernel[grid](x, out, n, BLOCK=128, debug=True)           # holds everywhere
+    torch.testing.assert_close(out, x * 2, rtol=0, atol=0)
+    x[700] = -1.0
+    with pytest.raises(DeviceError) as e:
+        assert_kernel[grid](x, out, n, BLOCK=128, debug=True)
+    err = e.value
+    assert err.assert_message == "x must be non-negative" and err.program_id == (5, 0, 0)
+    assert err.access is None and err.loc.startswith(_line(assert_kernel, "device_assert"))
+    assert "device_assert failed in program (5, 0, 0): x must be non-negative" in str(err)
+    # Without debug, Triton drops the assert: no error, and the module is the assert-free one.
+    off = assert_kernel[grid](x, out, n, BLOCK=128)
+    torch.testing.assert_close(out, x * 2, rtol=0, atol=0)
+    plain = no_assert_kernel[grid](x, out, n, BLOCK=128)
+    assert off.asm["iree"] == plain.asm["iree"].replace("no_assert_kernel", "assert_kernel")
+
+
+def test_triton_debug_environment_variable(tmp_path):
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = ("import sys, torch, triton_iree; sys.path[:0] = [%r, %r]; import test_checked as T\n"
+            "try:\n    T.store_unmasked_kernel[(8,)](torch.empty(1000), BLOCK=128)\n"
+            "except triton_iree.DeviceError as e:\n    print('raised', e.program_id, e.offset)\n"
+            % (here, os.path.join(os.path.dirname(here), "examples")))
+    env = dict(os.environ, TRITON_DEBUG="1", TRITON_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert p.stdout.strip() == "raised (7, 0, 0) 1000", p.stderr
