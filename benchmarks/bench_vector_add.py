@@ -1,4 +1,5 @@
-"""Vector add through kernel[grid](...): warm launch overhead, bandwidth at n = 2^24, cold compile.
+"""Vector add through kernel[grid](...): warm launch overhead, bandwidth at n = 2^24, the cost
+of checked mode, cold compile.
 
     python benchmarks/bench_vector_add.py [--rounds N] [--strict]
 
@@ -61,6 +62,20 @@ def bench_add(rounds: int, n: int = 1 << 24) -> dict:
     return res
 
 
+def bench_checked(rounds: int, n: int = 1 << 24) -> dict:
+    """The cost of checked mode (Triton's debug switch: bounds checks on every access)."""
+    x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
+    grid = (triton.cdiv(n, 1024),)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024, debug=True)
+    assert torch.equal(out, x + y)
+    res = side_by_side({
+        "add_kernel": lambda: add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024),
+        "add_kernel debug=True": lambda: add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024, debug=True),
+    }, rounds=rounds)
+    report(f"checked mode, vector add n = 2^{n.bit_length() - 1} f32", res)
+    return res
+
+
 _COLD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -114,6 +129,8 @@ def main() -> int:
     launch = bench_launch(a.rounds)
     print()
     add = bench_add(max(a.rounds // 2, 10))
+    print()
+    bench_checked(max(a.rounds // 2, 10))
     print()
     bench_cold(a.cold_runs)
     print()
