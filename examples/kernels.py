@@ -507,3 +507,71 @@ def run_attention(q, k, v, BLOCK_M=32, BLOCK_N=32):
 
 def ref_attention(q, k, v):
     return torch.softmax((q @ k.t()) * q.shape[1] ** -0.5, -1) @ v
+
+
+# --- paths the kernels above do not take: each is one construct ---------------------------
+
+@triton.jit
+def mask_forms_kernel(x_ptr, out_ptr, lo, hi, BLOCK: tl.constexpr, FORM: tl.constexpr):
+    """out[i] = x[i] + 1 for lo <= i < hi; FORM picks how the two bounds are written: with <,
+    <=, > or >=, the index on either side."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if FORM == 0:
+        m = (offs >= lo) & (offs < hi)
+    elif FORM == 1:
+        m = (lo <= offs) & (offs <= hi - 1)
+    elif FORM == 2:
+        m = (offs > lo - 1) & (hi > offs)
+    else:
+        m = (lo - 1 < offs) & (hi - 1 >= offs)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m, other=0.0) + 1, mask=m)
+
+
+@triton.jit
+def runtime_if_kernel(x_ptr, out_ptr, n, mode, BLOCK: tl.constexpr):
+    """Runtime `if`s: on a scalar argument, yielding a tile; on the program id, with a store in
+    each branch."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    if mode > 0:
+        y = x * 2
+    else:
+        y = x - 1
+    if pid % 2 == 0:
+        tl.store(out_ptr + offs, y, mask=m)
+    else:
+        tl.store(out_ptr + offs, -y, mask=m)
+
+
+@triton.jit
+def trans_pointer_kernel(x_ptr, out_ptr, M, N, stride_x, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out (N x M) = x (M x N, row stride stride_x) transposed, plus 1: loads and stores through
+    tl.trans of pointer tiles and of their mask."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    m = (rm[:, None] < M) & (rn[None, :] < N)
+    v = tl.load(tl.trans(x_ptr + rm[:, None] * stride_x + rn[None, :]), mask=tl.trans(m), other=0.0)
+    tl.store(tl.trans(out_ptr + rm[:, None] + rn[None, :] * M), v + 1, mask=tl.trans(m))
+
+
+@triton.jit
+def masked_scalar_kernel(x_ptr, out_ptr, loaded_ptr, n):
+    """Masked scalar accesses: program i loads x[i] (other -1 past n) into loaded[i], and stores
+    2 * x[i] to out[i] only where i < n."""
+    pid = tl.program_id(0)
+    v = tl.load(x_ptr + pid, mask=pid < n, other=-1.0)
+    tl.store(loaded_ptr + pid, v)
+    tl.store(out_ptr + pid, v * 2, mask=pid < n)
+
+
+@triton.jit
+def special_values_kernel(x_ptr, out_ptr, k, n, BLOCK: tl.constexpr):
+    """inf, -inf and nan constants of the buffers' element type: out[i] = inf where x[i] > 0,
+    -inf where x[i] < 0, nan where x[i] == 0 and (the load's `other`) for k <= i < n."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    dt = out_ptr.dtype.element_ty
+    x = tl.load(x_ptr + offs, mask=offs < k, other=float("nan"))
+    y = tl.where(x > 0, tl.full((BLOCK,), float("inf"), dt), tl.where(x < 0, tl.full((BLOCK,), float("-inf"), dt), x))
+    tl.store(out_ptr + offs, tl.where(x == 0, tl.full((BLOCK,), float("nan"), dt), y), mask=offs < n)

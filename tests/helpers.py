@@ -23,3 +23,30 @@ def add_program(block=1024):
 def facts_and_module(kernel):
     facts = analysis.analyze(kernel)
     return facts, emit.emit_module(kernel, facts)
+
+
+def edge_sizes(block: int, k: int = 3) -> list[int]:
+    """The sizes where block-size bugs show: n in {1, BLOCK-1, BLOCK, BLOCK+1, k*BLOCK-1}."""
+    return sorted({1, block - 1, block, block + 1, k * block - 1} - {0})
+
+
+_GUARD_MAPS = []   # the mappings behind guarded() tensors live as long as the process
+
+
+def guarded(n: int, dtype=None):
+    """A 1-D tensor of `n` zeros whose storage ends where an inaccessible page begins: a kernel
+    that reads or writes past its last element crashes. Use it in tests marked `isolated`."""
+    import ctypes
+    import mmap
+
+    import torch
+    dtype = dtype or torch.float32
+    esize = torch.empty((), dtype=dtype).element_size()
+    size = -(-n * esize // mmap.PAGESIZE) * mmap.PAGESIZE
+    mm = mmap.mmap(-1, size + mmap.PAGESIZE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mprotect(ctypes.c_void_p(addr + size), ctypes.c_size_t(mmap.PAGESIZE), 0) != 0:
+        raise OSError(ctypes.get_errno(), "mprotect failed")
+    _GUARD_MAPS.append(mm)
+    return torch.frombuffer(mm, dtype=dtype, count=size // esize)[size // esize - n:]
