@@ -80,6 +80,7 @@ def assert_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     tl.device_assert(x >= 0, "x must be non-negative")
+    tl.device_assert(n > 0, "n must be positive")
     tl.store(out_ptr + offs, x * 2, mask=offs < n)
 
 
@@ -229,6 +230,9 @@ def test_device_assert_only_under_debug():
     assert err.assert_message == "x must be non-negative" and err.program_id == (5, 0, 0)
     assert err.access is None and err.loc.startswith(_line(assert_kernel, "device_assert"))
     assert "device_assert failed in program (5, 0, 0): x must be non-negative" in str(err)
+    with pytest.raises(DeviceError, match=r"program \(0, 0, 0\): n must be positive") as e:
+        assert_kernel[(2,)](x, out, 0, BLOCK=128, debug=True)   # a scalar condition
+    assert e.value.loc.startswith(_line(assert_kernel, "n must be positive"))
     # Without debug, Triton drops the assert: no error, and the module is the assert-free one.
     off = assert_kernel[grid](x, out, n, BLOCK=128)
     torch.testing.assert_close(out, x * 2, rtol=0, atol=0)
