@@ -1,8 +1,10 @@
 """The same kernels, launched through triton-iree and through Triton's own interpreter.
 
 The interpreter runs in a separate process with TRITON_INTERPRET=1 (it must be enabled before
-kernels are defined), on copies of the same inputs.
+kernels are defined), on copies of the same inputs, with the Python of TRITON_IREE_ORACLE_PYTHON
+when set (Triton 3.6's interpreter needs numpy < 2 inside loops), else this one.
 """
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ import triton
 import kernels as K
 
 RUNNER = Path(__file__).with_name("interp_runner.py")
+ORACLE_PYTHON = os.environ.get("TRITON_IREE_ORACLE_PYTHON") or sys.executable
 
 
 def both(kernel, grid, make_args, tmp_path, **meta):
@@ -21,7 +24,7 @@ def both(kernel, grid, make_args, tmp_path, **meta):
     ours = make_args()
     job, out = tmp_path / "job.pt", tmp_path / "out.pt"
     torch.save({"kernel": kernel.fn.__name__, "grid": list(grid), "args": list(make_args()), "meta": meta}, job)
-    r = subprocess.run([sys.executable, str(RUNNER), str(job), str(out)], capture_output=True, text=True)
+    r = subprocess.run([ORACLE_PYTHON, str(RUNNER), str(job), str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     kernel[grid](*ours, **meta)
     return ours, torch.load(out)

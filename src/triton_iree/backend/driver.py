@@ -1,6 +1,7 @@
 """The backend's driver: target selection, module loading and the launcher."""
 from __future__ import annotations
 
+import atexit
 import operator
 import os
 import statistics
@@ -10,7 +11,7 @@ from typing import Optional
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from .. import runtime
+from .. import compat, runtime
 from ..compile import target_of
 from ..errors import LaunchError
 
@@ -61,6 +62,12 @@ class IreeUtils:
         return loaded, loaded, 0, 0, 1 << 30
 
     @staticmethod
+    def unload_module(module) -> None:
+        # Called by Triton >= 3.8 when a compiled kernel is freed. The module's IREE objects
+        # are released with the kernel's last reference to them; nothing else holds them.
+        return None
+
+    @staticmethod
     def get_device_properties(device) -> dict:
         return {"max_shared_mem": 1 << 30, "multiprocessor_count": os.cpu_count() or 1,
                 "max_num_regs": 1 << 16, "warpSize": 1}
@@ -95,6 +102,9 @@ class IreeLauncher:
         function.launch(self.plans, values, grid, self.checks, self.shared)
         if exit_hook is not None:
             exit_hook(launch_metadata)
+
+
+atexit.register(compat.drop_compiled_kernels)
 
 
 class IreeDriver(DriverBase):
