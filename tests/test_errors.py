@@ -1,0 +1,185 @@
+"""Bad launches, compile limits and refused targets: each a clear error, never a wrong answer,
+a hang or a leftover process."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_iree
+from triton_iree import CompileError, LaunchError, UnsupportedError, frontend, reader
+from triton_iree import compile as iree_compile
+from triton_iree.ttshared import prepare
+
+import kernels as K
+
+DATA = Path(__file__).parent / "data" / "ttshared"
+
+
+@pytest.mark.parametrize("grid", [(2.5,), (np.float32(2.0),), (2, 1.0), ("2",)])
+def test_grids_that_are_not_non_negative_integers_are_refused_before_anything_runs(grid):
+    x = torch.rand(64)
+    out = torch.full((64,), 7.0)
+    for bad in (grid, (-1,), (1, -3)):
+        with pytest.raises(LaunchError, match="grid"):
+            K.add_kernel[bad](x, x, out, 64, BLOCK_SIZE=16)
+        assert torch.all(out == 7.0)
+    K.add_kernel[(np.int64(4),)](x, x, out, 64, BLOCK_SIZE=16)
+    assert torch.equal(out, x + x)
+
+
+@triton.jit
+def _u64_kernel(out_ptr, x):
+    tl.store(out_ptr, x)
+    tl.store(out_ptr + 1, x // 3)
+    tl.store(out_ptr + 2, x >> 60)
+    tl.store(out_ptr + 3, (x > 5).to(tl.int64))
+
+
+@pytest.mark.parametrize("x", [2 ** 63, 2 ** 63 + 12345, 2 ** 64 - 1])
+def test_u64_scalars_of_2_pow_63_and_above_compute_as_unsigned(x):
+    out = torch.zeros(4, dtype=torch.int64)
+    _u64_kernel[(1,)](out, x)
+    v = np.uint64(x)
+    want = np.array([v, v // np.uint64(3), v >> np.uint64(60), 1], dtype=np.uint64).view(np.int64)
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+@pytest.mark.parametrize("target", ["cuda", "hip", "rocm", "vulkan"])
+def test_gpu_targets_are_refused_until_validated(target, monkeypatch):
+    monkeypatch.delenv(iree_compile.UNVALIDATED_TARGETS_VAR, raising=False)
+    with pytest.raises(UnsupportedError, match="not validated yet.*wrong answers"):
+        triton_iree.activate(target)
+    with pytest.raises(UnsupportedError, match=iree_compile.UNVALIDATED_TARGETS_VAR):
+        iree_compile.make_target(target)
+    monkeypatch.setenv(iree_compile.UNVALIDATED_TARGETS_VAR, "1")
+    assert iree_compile.make_target(target).driver != "local-task"
+
+
+def _fake_iree_compile(tmp_path, monkeypatch, body: str) -> Path:
+    """Makes iree.compiler find a shell script as iree-compile (IREE_TOOL_PATH)."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    exe = tools / "iree-compile"
+    exe.write_text("#!/bin/sh\n" + body + "\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("IREE_TOOL_PATH", str(tools))
+    return exe
+
+
+def test_a_crashing_iree_compile_reports_its_signal_and_a_reproducer(tmp_path, monkeypatch):
+    _fake_iree_compile(tmp_path, monkeypatch, "echo 'Stack dump:' >&2; kill -SEGV $$")
+    with pytest.raises(CompileError) as e:
+        iree_compile.compile_module("module {}", iree_compile.make_target(), name="crashy", use_cache=False)
+    first = str(e.value).splitlines()[0]
+    assert "signal SIGSEGV (11)" in first and "crashed" in first and "to reproduce: " in first
+    command = first.split("to reproduce: ", 1)[1].split()
+    kept = Path(command[1])
+    assert command[0].endswith("iree-compile") and kept.read_text() == "module {}"
+    assert "--iree-llvmcpu-disable-distribution" in command
+    assert "Stack dump:" in str(e.value)
+
+
+def test_compile_time_limit(tmp_path, monkeypatch):
+    _fake_iree_compile(tmp_path, monkeypatch, "exec sleep 60")
+    monkeypatch.setenv(iree_compile.TIMEOUT_VAR, "1.5")
+    t0 = time.monotonic()
+    with pytest.raises(CompileError, match=r"1\.5 s limit.*TRITON_IREE_COMPILE_TIMEOUT"):
+        iree_compile.compile_module("module {}", iree_compile.make_target(), name="slow", use_cache=False)
+    assert time.monotonic() - t0 < 30
+    monkeypatch.setenv(iree_compile.TIMEOUT_VAR, "soon")
+    with pytest.raises(CompileError, match="not a positive number"):
+        iree_compile.compile_module("module {}", iree_compile.make_target(), name="slow", use_cache=False)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+def test_iree_compile_dies_with_the_process_that_started_it(tmp_path, monkeypatch):
+    pidfile = tmp_path / "child.pid"
+    _fake_iree_compile(tmp_path, monkeypatch, f"echo $$ > {pidfile}\nexec sleep 120")
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        from triton_iree import compile as c
+        c.compile_module("module {}", c.make_target(), name="orphan", use_cache=False)
+    """)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert parent.poll() is None and time.monotonic() < deadline, "iree-compile never started"
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        assert not _gone(child)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while not _gone(child):
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            pytest.fail("iree-compile outlived the process that started it")
+        time.sleep(0.05)
+
+
+def _with_step(step: str) -> str:
+    text = (DATA / "matmul_k_loop_mixed.mlir").read_text()
+    text = text.replace("%c32_i32 = arith.constant 32 : i32",
+                        f"%c32_i32 = arith.constant 32 : i32\n    %step = arith.constant {step} : i32")
+    return text.replace("step %c32_i32 iter_args", "step %step iter_args")
+
+
+@pytest.mark.parametrize("step", ["0", "-1", "-2147483648"])
+def test_triton_shared_loops_with_non_positive_constant_steps_are_refused(step):
+    with pytest.raises(UnsupportedError, match=f"'scf.for': a step of {step} .*positive") as e:
+        prepare(_with_step(step), "matmul.mlir")
+    assert e.value.loc == "matmul.mlir:32:13"
+
+
+@triton.jit
+def _step_kernel(x_ptr, n):
+    acc = 0
+    for i in range(0, n, 4):
+        acc += i
+    tl.store(x_ptr, acc)
+
+
+@pytest.mark.parametrize("step", ["0", "-4"])
+def test_ttir_loops_with_non_positive_constant_steps_are_refused(step):
+    text = frontend.kernel_ttir(_step_kernel, dict(x_ptr="*i32", n="i32"), {})
+    assert text.count("value = 4 : i32") == 1
+    with pytest.raises(UnsupportedError, match=f"'scf.for': a step of {step} "):
+        reader.read_ttir(text.replace("value = 4 : i32", f"value = {step} : i32"))
+
+
+@triton.jit
+def _sort_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.sort(tl.load(x_ptr + offs)))
+
+
+@triton.jit
+def _topk_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + tl.arange(0, 4), tl.topk(tl.load(x_ptr + offs), 4))
+
+
+@pytest.mark.parametrize("fn,name,line", [(_sort_kernel, "tl.sort", "_sort_kernel"),
+                                          (_topk_kernel, "tl.topk", "_topk_kernel")])
+def test_sort_is_refused_at_the_users_line_instead_of_compiling_for_hours(fn, name, line):
+    x, out = torch.rand(16), torch.zeros(16)
+    with pytest.raises(UnsupportedError, match=f"{name} is not supported") as e:
+        fn[(1,)](x, out, BLOCK=16)
+    src, first = fn.fn.__code__.co_filename, fn.fn.__code__.co_firstlineno
+    assert e.value.loc.startswith(f"{src}:{first + 3}:")
