@@ -1,3 +1,5 @@
+import pytest
+
 from triton_iree import analysis
 from triton_iree import tile as t
 
@@ -9,19 +11,44 @@ def _accesses(k, facts):
     return [(op, facts.access(op)) for op in k.walk() if isinstance(op, (t.Load, t.Store))]
 
 
+def _atom(v):
+    return analysis.Poly.atom(v)
+
+
 def test_vector_add_accesses_are_unit_stride_slices_bounded_by_n():
     k = add_program(1024)
     facts = analysis.analyze(k)
-    for op, acc in _accesses(k, facts):
+    pid = _atom(next(op for op in k.walk() if isinstance(op, t.ProgramId)).result)
+    n = _atom(k.scalars[0].value)
+    accesses = _accesses(k, facts)
+    assert len(accesses) == 3
+    for (op, acc), base in zip(accesses, k.base_offsets):
         assert isinstance(acc, analysis.StructuredAccess), op
-        assert acc.form.strides[0].const_value == 1
-        # mask offs < n  ->  index < n - pid*1024
-        (hi,), = acc.box.hi
-        assert not hi.is_const
-        assert sorted(m for m, c in hi.terms.items() if c == -1024) != []
+        # x_ptr + pid*1024 + i for i < n - pid*1024 (mask offs < n)
+        assert acc.form.offset == _atom(base.value) + pid.scale(1024)
+        assert acc.form.strides == (analysis.Poly.const(1),)
+        assert acc.box.lo == ((),) and acc.box.hi == ((n - pid.scale(1024),),) and not acc.box.conds
     # The offset and mask tiles are not needed: only their scalar ingredients are.
     loads = [op for op in k.walk() if isinstance(op, t.Load)]
     assert all(op.offsets.id not in facts.live and op.mask.id not in facts.live for op in loads)
+
+
+MASK_FORMS_SIG = dict(x_ptr="*fp32", out_ptr="*fp32", lo="i32", hi="i32", BLOCK="constexpr", FORM="constexpr")
+
+
+@pytest.mark.parametrize("form", range(4))
+def test_masks_in_every_comparison_form_are_the_same_box(form):
+    # lo <= i < hi written with <, <=, > or >=, the index on either side.
+    k = tile_program(K.mask_forms_kernel, MASK_FORMS_SIG, dict(BLOCK=64, FORM=form))
+    facts = analysis.analyze(k)
+    pid = _atom(next(op for op in k.walk() if isinstance(op, t.ProgramId)).result)
+    lo, hi = (_atom(p.value) for p in k.scalars)
+    accesses = _accesses(k, facts)
+    assert len(accesses) == 2
+    for op, acc in accesses:
+        assert isinstance(acc, analysis.StructuredAccess), op
+        assert acc.box.lo == ((lo - pid.scale(64),),) and acc.box.hi == ((hi - pid.scale(64),),)
+        assert not acc.box.conds
 
 
 def test_gather_through_loaded_indices():
@@ -69,10 +96,11 @@ def test_version_plan_peels_the_k_loop_of_matmul():
     peel = plan.peels[id(loop)]
     assert peel.accesses == {id(op) for op in loads}
     assert plan.full == {id(store)}
-    # Iteration k is full when BLOCK_K - K + BLOCK_K * k <= 0.
-    for c, d in peel.conds:
-        assert d == 32 and c.terms.get((), 0) == 32
-    assert all(facts.at_entry(b.poly) for b in plan.top if b.poly is not None)
+    # Iteration k is full when BLOCK_K - K + BLOCK_K * k <= 0, for the a and the b load.
+    Kp = _atom(next(p for p in k.scalars if p.name == "K").value)
+    assert peel.conds == [(analysis.Poly.const(32) - Kp, 32)] * 2
+    # M and N bounds of the a, b (decided at entry) and c tiles.
+    assert plan.top and all(b.poly is not None and facts.at_entry(b.poly) for b in plan.top)
 
 
 def test_version_plan_skips_masks_it_cannot_decide():
