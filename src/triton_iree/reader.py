@@ -132,6 +132,20 @@ def _scalar_of_attr(attr, dtype: str):
     return None
 
 
+def _inserted_unit_dims(src: tuple[int, ...], dst: tuple[int, ...]) -> Optional[list[int]]:
+    """The dims of `dst` that a row-major reshape of `src` to `dst` inserts as size 1, or None
+    when the reshape does more than insert unit dims."""
+    axes, j = [], 0
+    for i, d in enumerate(dst):
+        if j < len(src) and d == src[j]:
+            j += 1
+        elif d == 1:
+            axes.append(i)
+        else:
+            return None
+    return axes if j == len(src) else None
+
+
 class TTIRReader:
     def __init__(self, text: str, context: Optional[ir.Context] = None):
         self.text = text
@@ -330,6 +344,19 @@ class TTIRReader:
         self._shape_op(op, loc, lambda v, ty: t.ExpandDims(v, axis, ty, loc))
 
     def _op_tt_reshape(self, op, loc: str) -> None:
+        axes = _inserted_unit_dims(tuple(ir.RankedTensorType(op.operands[0].type).shape),
+                                   tuple(ir.RankedTensorType(op.results[0].type).shape))
+        if axes:
+            # Triton >= 3.9 rewrites descriptor accesses with reshapes that only add unit dims:
+            # expand_dims, which the pointer and mask analyses follow.
+            def expand(v: t.Value, ty: t.TileType) -> t.Op:
+                shape = list(v.shape)
+                for axis in axes[:-1]:
+                    shape.insert(axis, 1)
+                    v = self._emit(t.ExpandDims(v, axis, t.TileType(tuple(shape), ty.dtype), loc)).result
+                return t.ExpandDims(v, axes[-1], ty, loc)
+            self._shape_op(op, loc, expand)
+            return
         if "allow_reorder" in op.attributes and ir.BoolAttr(op.attributes["allow_reorder"]).value:
             # allow_reorder lets the compiler pick any element order; row-major is one valid choice.
             pass
