@@ -14,6 +14,7 @@ import torch
 import triton
 
 import kernels as K
+from helpers import assert_fp16_rounding_of
 
 RUNNER = Path(__file__).with_name("interp_runner.py")
 ORACLE_PYTHON = os.environ.get("TRITON_IREE_ORACLE_PYTHON") or sys.executable
@@ -77,8 +78,10 @@ def test_matmul_matches_interpreter(dtype, tmp_path):
                 c.stride(0), c.stride(1))
     ours, ref = both(K.matmul_kernel, (triton.cdiv(M, 16), triton.cdiv(N, 16)), args, tmp_path,
                      BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
-    tol = 1e-4 if dtype == torch.float32 else 2e-2
-    _same(ours, ref, atol=tol, rtol=tol)
+    if dtype == torch.float16:
+        assert_fp16_rounding_of(ours[2], ref[2].float())
+    else:
+        _same(ours, ref, atol=1e-4, rtol=1e-4)
 
 
 def test_argmax_matches_interpreter(tmp_path):
@@ -97,3 +100,23 @@ def test_philox_rand_and_clamp_match_interpreter(tmp_path):
                      BLOCK=256)
     _same(ours, ref)
     assert 0.1 <= ours[0].min() and ours[0].max() <= 0.9 and ours[0].std() > 0.2
+
+
+def test_runtime_if_matches_interpreter(tmp_path):
+    torch.manual_seed(4)
+    n = 3 * 128 - 1
+    x = torch.randn(n)
+    for mode in (2, -1):
+        ours, ref = both(K.runtime_if_kernel, (triton.cdiv(n, 128),),
+                         lambda: (x.clone(), torch.full((n,), 5.0), n, mode), tmp_path, BLOCK=128)
+        _same(ours, ref)
+
+
+def test_transposed_pointer_tiles_match_interpreter(tmp_path):
+    torch.manual_seed(5)
+    M, N = 31, 33
+    x = torch.randn(M, N + 2)
+    ours, ref = both(K.trans_pointer_kernel, (triton.cdiv(M, 16), triton.cdiv(N, 32)),
+                     lambda: (x.clone(), torch.full((N, M), 5.0), M, N, x.stride(0)), tmp_path,
+                     BLOCK_M=16, BLOCK_N=32)
+    _same(ours, ref)

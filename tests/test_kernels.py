@@ -10,7 +10,7 @@ import torch
 import triton
 
 import kernels as K
-from helpers import edge_sizes, guarded
+from helpers import assert_fp16_rounding_of, edge_sizes, guarded
 
 
 def padded(shape, fill=7.0, dtype=torch.float32, pad=13):
@@ -119,13 +119,6 @@ def test_matmul_block_edges(seeded, M, N, Kd):
     torch.testing.assert_close(out, a @ b, rtol=1e-4, atol=1e-4)
     big[1:M + 1, 1:N + 1] = 7.0
     assert torch.all(big == 7.0), "elements outside the output were written"
-
-
-def assert_fp16_rounding_of(c, ref32):
-    """c is the fp32 result ref32 rounded to fp16: within one fp16 ulp (the sums run in
-    different orders), 1e-3 near zero. The same matmul with an fp16 accumulator across the K
-    loop is off by up to 0.06 in 14% of its elements."""
-    torch.testing.assert_close(c.float(), ref32, rtol=torch.finfo(torch.float16).eps, atol=1e-3)
 
 
 def test_matmul_fp16_fp32_accumulator(seeded):
