@@ -3,12 +3,14 @@
 Under Triton's debug switch (`TRITON_DEBUG=1`, or `@triton.jit(debug=True)`) the backend runs
 `instrument` on the tile program before the analyses. It rewrites the kernel in place:
 
-- Every Load and Store, structured or not, scalar or tile, gets the in-bounds predicate of its
-  offsets, ``0 <= offset < extent``, where offsets count elements from the start of the buffer
-  the runtime imported for the argument and `extent` is that buffer's length (a new i64 scalar
-  parameter per buffer). Elements where the access's mask holds and the predicate does not are
-  a failure. The predicate is ANDed into the mask, so an out-of-bounds element is never read or
-  written.
+- Every Load and Store, structured or not, scalar or tile, fails where its mask holds and its
+  offset is outside ``[0, extent)``: offsets count elements from the start of the buffer the
+  runtime imported for the argument, and `extent` is that buffer's length (a new i64 scalar
+  parameter per buffer). A failing access is not performed at all: its negation (a scalar)
+  joins the mask, which keeps a structured access structured. For structured accesses whose
+  form the pointer analysis gives in scalars, failing is computed from their lowest and highest
+  offsets (a few scalar ops); for the rest (gathers, pointers carried by loops), element by
+  element.
 - Each Assert (``tt.assert``) fails where its condition is false, and is removed.
 
 Each program keeps the first failure it meets as two i64 scalars, threaded through loops and
