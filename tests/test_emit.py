@@ -1,8 +1,10 @@
 import re
 
+import pytest
+
 from triton_iree import emit
 
-from helpers import add_program, facts_and_module
+from helpers import add_program, edge_sizes, facts_and_module
 
 
 def test_module_abi_and_dispatch_form():
@@ -72,3 +74,160 @@ def test_matmul_full_version_form():
     body = first.split(loops[0], 1)[1]
     assert not any(op in body for op in ("vector.transfer", "tensor.insert_slice", "scf.for %row", "scf.if"))
     assert "scf.for %iv" in masked
+
+
+# --- slice bounds: the emitted module's index arithmetic, evaluated for concrete arguments ---
+
+_BINOPS = {
+    "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b,
+    "arith.minsi": min, "arith.minui": min, "arith.maxsi": max, "arith.maxui": max,
+    "arith.divui": lambda a, b: a // b, "arith.floordivsi": lambda a, b: a // b,
+    "arith.divsi": lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
+    "arith.ceildivsi": lambda a, b: -(-a // b), "arith.ceildivui": lambda a, b: -(-a // b),
+    "arith.remsi": lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
+    "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b, "arith.xori": lambda a, b: a ^ b,
+}
+_CASTS = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci")
+_PREDICATES = [lambda a, b: a == b, lambda a, b: a != b] + [lambda a, b: a < b, lambda a, b: a <= b,
+                                                           lambda a, b: a > b, lambda a, b: a >= b] * 2
+
+
+class _SliceBounds:
+    """Runs the integer part of an emitted module (host function, every workgroup, scf.if and
+    scf.for over scalars) and records each dispatch.tensor.load / store whose slice reaches
+    outside its binding. Tensor values are not computed; a branch whose condition is unknown is
+    followed both ways."""
+
+    def __init__(self):
+        from iree.compiler import ir
+        self.ir, self.env, self.violations, self.checked = ir, {}, [], 0
+
+    def run(self, text: str, args) -> list:
+        ir = self.ir
+        with ir.Context():
+            module = ir.Module.parse(text)
+            func = module.body.operations[0]
+            for a, v in zip(func.regions[0].blocks[0].arguments, args):
+                self.env[a] = v
+            self.block(func.regions[0].blocks[0])
+        return self.violations
+
+    def get(self, v):
+        return self.env.get(v)
+
+    def block(self, block, args=()):
+        for a, v in zip(block.arguments, args):
+            self.env[a] = v
+        for op in block.operations:
+            name = op.operation.name
+            if name in ("scf.yield", "flow.return"):
+                return [self.get(v) for v in op.operands]
+            self.op(op.operation, name)
+        return []
+
+    def op(self, op, name):
+        ir, vals = self.ir, [self.get(v) for v in op.operands]
+        out = None
+        if name == "arith.constant":
+            try:
+                out = ir.IntegerAttr(op.attributes["value"]).value
+            except ValueError:
+                pass
+        elif name in _CASTS:
+            out = vals[0]
+        elif name in _BINOPS and None not in vals:
+            out = _BINOPS[name](*vals)
+        elif name == "arith.cmpi" and None not in vals:
+            out = _PREDICATES[ir.IntegerAttr(op.attributes["predicate"]).value](*vals)
+        elif name == "arith.select" and vals[0] is not None:
+            out = vals[1] if vals[0] else vals[2]
+        elif name == "tensor.dim":
+            out = vals[0]                      # tensor arguments are given as their lengths
+        elif name == "flow.dispatch.workgroups":
+            return self.workgroups(op, vals)
+        elif name == "flow.dispatch.workgroup.id":
+            out = self.wid[ir.IntegerAttr(op.attributes["dimension"]).value]
+        elif name in ("iree_tensor_ext.dispatch.tensor.load", "iree_tensor_ext.dispatch.tensor.store"):
+            self.access(op, name, vals)
+        elif name == "scf.if":
+            results = None
+            for taken, region in zip((True, False), op.regions):
+                if vals[0] in (taken, None) and region.blocks:
+                    results = self.block(region.blocks[0])
+            out = results if vals[0] is not None else None
+            for r, v in zip(op.results, out or []):
+                self.env[r] = v
+            return
+        elif name == "scf.for":
+            lb, ub, step, *carried = vals
+            if None not in (lb, ub, step):
+                for iv in range(lb, ub, step):
+                    carried = self.block(op.regions[0].blocks[0], [iv, *carried])
+                for r, v in zip(op.results, carried):
+                    self.env[r] = v
+            return
+        if len(op.results) == 1:
+            self.env[op.results[0]] = out
+
+    def workgroups(self, op, vals):
+        ir = self.ir
+        counts = vals[:3]
+        body = op.regions[0].blocks[0]
+        for z in range(counts[2]):
+            for y in range(counts[1]):
+                for x in range(counts[0]):
+                    self.wid = (x, y, z)
+                    self.block(body, vals[3:])
+
+    def access(self, op, name, vals):
+        ir = self.ir
+        segs = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        if name.endswith("store"):
+            segs, vals = segs[1:], vals[1:]
+        parts, i = [], 0
+        for n in segs:
+            parts.append(vals[i:i + n])
+            i += n
+        _, dims, offs, sizes, strides = parts
+        dyn = ir.ShapedType.get_dynamic_size()
+        statics = [list(ir.DenseI64ArrayAttr(op.attributes[k]))
+                   for k in ("static_offsets", "static_sizes", "static_strides")]
+        off, size, stride = ([next(it) if s == dyn else s for s in st]
+                             for st, it in zip(statics, (iter(offs), iter(sizes), iter(strides))))
+        if None in (*off, *size, *stride, *dims) or len(dims) != 1 or 0 in size:
+            return
+        self.checked += 1
+        first, last = off[0], off[0] + (size[0] - 1) * stride[0]
+        if min(first, last) < 0 or max(first, last) >= dims[0]:
+            self.violations.append((name, first, last, dims[0]))
+
+
+def _window_module():
+    import kernels as K
+    from helpers import tile_program
+    sig = dict(x_ptr="*fp32", out_ptr="*fp32", R="i32", C="i32", stride="i32", BLOCK_R="constexpr",
+               BLOCK_C="constexpr")
+    return emit.lower(tile_program(K.window_kernel, sig, dict(BLOCK_R=8, BLOCK_C=16)), emit.cpu_options())
+
+
+@pytest.mark.parametrize("R,C,stride,n", [(8, 16, 20, 7 * 20 + 16), (16, 32, 40, 15 * 40 + 32), (40, 50, 64, 39 * 64 + 50),
+                                          (3, 16, 16, 48), (40, 50, 7, 39 * 7 + 55)])
+def test_every_slice_of_a_2d_load_is_inside_its_buffer(R, C, stride, n):
+    # Rows of a tile may be read as one slab of R * stride elements: where the buffer ends
+    # with the last row's data (n = (R - 1) * stride + C), that slab would read past it. A read
+    # that IREE folds away today; the slices in the module must still be in bounds.
+    text = _window_module()
+    out_len = R * C
+    grid = (-(-R // 8) + 1, -(-C // 16) + 1, 1)
+    bounds = _SliceBounds()
+    assert bounds.run(text, [n, out_len, R, C, stride, *grid, 0, 0]) == []
+    assert bounds.checked > 0
+
+
+@pytest.mark.parametrize("lead", [0, 5])
+def test_every_slice_of_vector_add_is_inside_its_buffer(lead):
+    text = emit.lower(add_program(256), emit.cpu_options())
+    for n in edge_sizes(256):
+        bounds = _SliceBounds()
+        assert bounds.run(text, [n + lead] * 3 + [n, -(-n // 256), 1, 1] + [lead] * 3) == [], n
+        assert bounds.checked >= 3 * -(-n // 256)
