@@ -47,7 +47,7 @@ def _swap_names(data: bytes, rng: random.Random) -> bytes:
 def mutate(data: bytes, rng: random.Random) -> bytes:
     """One to three random edits of `data`."""
     for _ in range(rng.randint(1, 3)):
-        kind = rng.randrange(10)
+        kind = rng.randrange(11)
         pos = rng.randrange(len(data) + 1)
         if kind == 0 and data:                      # flip one bit
             i = min(pos, len(data) - 1)
@@ -73,8 +73,10 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
                                   [s.encode() for s in TYPES])
         elif kind == 8:                             # an SSA name becomes another
             data = _swap_names(data, rng)
-        else:                                       # delete a span of bytes
+        elif kind == 9:                             # delete a span of bytes
             data = data[:pos] + data[pos + rng.randrange(1, 40):]
+        else:                                       # insert random bytes
+            data = data[:pos] + rng.randbytes(rng.randrange(1, 16)) + data[pos:]
     return data
 
 
