@@ -62,7 +62,7 @@ def test_a_crashing_iree_compile_is_one_line_with_its_signal_and_a_reproducer(tm
     (tools / "iree-compile").chmod(0o755)
     out = tmp_path / "add.vmfb"
     r = subprocess.run([sys.executable, "-m", "triton_iree.cli", "compile", str(SEED), "-o", str(out)],
-                       capture_output=True, text=True, env={**os.environ, "IREE_TOOL_PATH": str(tools)})
+                       capture_output=True, text=True, env={**os.environ, "IREE_TOOL_PATH": str(tools), "TMPDIR": str(tmp_path)})
     line = one_line_error(r)
     assert "killed by signal SIGSEGV (11)" in line and "to reproduce: " in line
     kept = Path(line.split("to reproduce: ", 1)[1].split()[1])

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -72,6 +73,8 @@ def _fake_iree_compile(tmp_path, monkeypatch, body: str) -> Path:
     exe.write_text("#!/bin/sh\n" + body + "\n")
     exe.chmod(0o755)
     monkeypatch.setenv("IREE_TOOL_PATH", str(tools))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))   # where failed compiles keep their input
+    monkeypatch.setattr(tempfile, "tempdir", None)
     return exe
 
 
@@ -84,6 +87,7 @@ def test_a_crashing_iree_compile_reports_its_signal_and_a_reproducer(tmp_path, m
     command = first.split("to reproduce: ", 1)[1].split()
     kept = Path(command[1])
     assert command[0].endswith("iree-compile") and kept.read_text() == "module {}"
+    assert kept.parent.parent == tmp_path
     assert "--iree-llvmcpu-disable-distribution" in command
     assert "Stack dump:" in str(e.value)
 
