@@ -1,4 +1,5 @@
 """Checked mode (Triton's debug switch): bounds checks on every access, and tl.device_assert."""
+import inspect
 import os
 import subprocess
 import sys
@@ -93,7 +94,6 @@ def no_assert_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 def _line(fn, text: str) -> str:
     """'file:line' of the line of `fn`'s source that contains `text`."""
-    import inspect
     lines, first = inspect.getsourcelines(fn.fn)
     i = next(i for i, s in enumerate(lines) if text in s)
     return f"{inspect.getsourcefile(fn.fn)}:{first + i}:"
