@@ -161,3 +161,12 @@ def test_fuzz_regressions(tmp_path, path):
     rc, err = run_subprocess(path, out)
     assert rc >= 0, f"killed by signal {-rc}"
     check_outcome(rc, err, out, path.name)
+
+
+def test_index_list_guard_leaves_values_named_like_the_lists_alone(tmp_path, capfd):
+    """The check that keeps malformed `dimensions = [...]` lists from MLIR's parser must not
+    take an SSA value called %permutation or %dimensions for one."""
+    text = (DATA / "ttshared" / "softmax_argmax_mixed.mlir").read_text()
+    path, out = tmp_path / "renamed.mlir", tmp_path / "out.mlir"
+    path.write_text(text.replace("%transposed", "%permutation").replace("%reduced", "%dimensions"))
+    assert run_in_process(path, out, capfd) == (0, "")

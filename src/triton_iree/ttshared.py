@@ -101,7 +101,7 @@ def _same(a: Scalar, b: Scalar) -> bool:
 
 # The index lists of linalg.reduce / linalg.broadcast (`dimensions = [...]`) and
 # linalg.transpose (`permutation = [...]`) in their custom assembly forms.
-_INDEX_LIST_KEY = re.compile(r"\b(?:dimensions|permutation)\s*=\s*")
+_INDEX_LIST_KEY = re.compile(r"(?<![\w%@#^$.-])(?:dimensions|permutation)\s*=\s*")
 _INT = re.compile(r"-?(?:0x[0-9a-fA-F]+|[0-9]+)")
 _INDEX_LIST = re.compile(rf"\[\s*(?:{_INT.pattern}\s*(?:,\s*{_INT.pattern}\s*)*)?\]")
 _PURE_OPS = (t.Constant, t.Splat, t.Broadcast, t.ExpandDims, t.MakeRange, t.Reshape, t.Trans,
