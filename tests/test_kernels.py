@@ -174,23 +174,23 @@ def test_scale_shift_2d_column_major_input(seeded):
 
 
 def test_gather(seeded):
-    n = 1000
-    x = torch.randn(777)
-    idx = torch.randint(0, 777, (n,), dtype=torch.int32)
-    out = torch.zeros(n)
-    K.gather_kernel[(triton.cdiv(n, 128),)](x, idx, out, n, BLOCK=128)
-    torch.testing.assert_close(out, x[idx.long()], rtol=0, atol=0)
+    for n in edge_sizes(128):
+        x = torch.randn(777)
+        idx = torch.randint(0, 777, (n,), dtype=torch.int32)
+        out = torch.zeros(n)
+        K.gather_kernel[(triton.cdiv(n, 128),)](x, idx, out, n, BLOCK=128)
+        torch.testing.assert_close(out, x[idx.long()], rtol=0, atol=0)
 
 
 def test_scatter(seeded):
-    n = 1000
-    x = torch.randn(n)
-    idx = torch.randperm(n + 50)[:n].to(torch.int32)
-    out = torch.full((n + 50,), 9.0)
-    K.scatter_kernel[(triton.cdiv(n, 128),)](x, idx, out, n, BLOCK=128)
-    ref = torch.full((n + 50,), 9.0)
-    ref[idx.long()] = x * 2
-    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    for n in edge_sizes(128):
+        x = torch.randn(n)
+        idx = torch.randperm(n + 50)[:n].to(torch.int32)
+        out = torch.full((n + 50,), 9.0)
+        K.scatter_kernel[(triton.cdiv(n, 128),)](x, idx, out, n, BLOCK=128)
+        ref = torch.full((n + 50,), 9.0)
+        ref[idx.long()] = x * 2
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
 
 
 def test_div_mod_indexing(seeded):
@@ -226,16 +226,16 @@ def test_scalar_io_3d_grid_and_scalar_types(seeded):
 
 
 def test_int_ops_and_where(seeded):
-    n = 1000
-    x = torch.randint(-50, 50, (n,), dtype=torch.int32)
-    y = torch.randint(-5, 5, (n,), dtype=torch.int32)
-    out = torch.zeros(n, dtype=torch.int32)
-    K.where_int_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
-    ysafe = torch.where(y == 0, torch.ones_like(y), y)
-    r = torch.where(x > y, x - y, (x * 3) ^ y)
-    # Triton's // on integers truncates toward zero (C semantics).
-    r = torch.maximum(r, torch.tensor(-5, dtype=torch.int32)) + torch.div(x, ysafe, rounding_mode="trunc").int()
-    assert torch.equal(out, r)
+    for n in edge_sizes(256):
+        x = torch.randint(-50, 50, (n,), dtype=torch.int32)
+        y = torch.randint(-5, 5, (n,), dtype=torch.int32)
+        out = torch.zeros(n, dtype=torch.int32)
+        K.where_int_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+        ysafe = torch.where(y == 0, torch.ones_like(y), y)
+        r = torch.where(x > y, x - y, (x * 3) ^ y)
+        # Triton's // on integers truncates toward zero (C semantics).
+        r = torch.maximum(r, torch.tensor(-5, dtype=torch.int32)) + torch.div(x, ysafe, rounding_mode="trunc").int()
+        assert torch.equal(out, r)
 
 
 def test_bool_tensors(seeded):
@@ -250,12 +250,12 @@ def test_bool_tensors(seeded):
 
 
 def test_in_place_read_modify_write(seeded):
-    n = 1000
-    buf = torch.randn(n + 10)
-    ref = buf.clone()
-    K.inplace_rmw_kernel[(triton.cdiv(n, 256),)](buf, n, BLOCK=256)
-    ref[:n] = ref[:n] * 2 + 1
-    torch.testing.assert_close(buf, ref, rtol=0, atol=0)
+    for n in edge_sizes(256):
+        buf = torch.randn(n + 10)
+        ref = buf.clone()
+        K.inplace_rmw_kernel[(triton.cdiv(n, 256),)](buf, n, BLOCK=256)
+        ref[:n] = ref[:n] * 2 + 1
+        torch.testing.assert_close(buf, ref, rtol=0, atol=0)
 
 
 def test_loads_see_earlier_stores_in_the_same_program(seeded):
@@ -273,29 +273,31 @@ def test_loads_see_earlier_stores_in_the_same_program(seeded):
 
 
 def test_negative_stride(seeded):
-    x = torch.randn(1000)
-    out = torch.zeros(1000)
-    K.reversed_copy_kernel[(8,)](x, out, 1000, BLOCK=128)
-    torch.testing.assert_close(out, x.flip(0), rtol=0, atol=0)
+    for n in edge_sizes(128):
+        x = torch.randn(n)
+        out = torch.zeros(n)
+        K.reversed_copy_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)
+        torch.testing.assert_close(out, x.flip(0), rtol=0, atol=0)
 
 
 def test_mask_that_is_not_a_bounds_check(seeded):
-    x = torch.randn(1000)
-    out = torch.full((1000,), 5.0)
-    K.even_mask_kernel[(8,)](x, out, 1000, BLOCK=128)
-    ref = torch.full((1000,), 5.0)
-    ref[::2] = x[::2]
-    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    for n in edge_sizes(128):
+        x = torch.randn(n)
+        out = torch.full((n,), 5.0)
+        K.even_mask_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128)
+        ref = torch.full((n,), 5.0)
+        ref[::2] = x[::2]
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("stride", [0, 2, 3])
 def test_runtime_strides(seeded, stride):
-    n = 1000
-    x = torch.randn(3 * n + 1)
-    out = torch.zeros(n)
-    K.strided_copy_kernel[(8,)](x, out, n, stride, BLOCK=128)
-    ref = x[0].expand(n) if stride == 0 else x[::stride][:n]
-    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    for n in edge_sizes(128):
+        x = torch.randn(3 * n + 1)
+        out = torch.zeros(n)
+        K.strided_copy_kernel[(triton.cdiv(n, 128),)](x, out, n, stride, BLOCK=128)
+        ref = x[0].expand(n) if stride == 0 else x[::stride][:n]
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -454,14 +456,15 @@ def test_attention_online_softmax(seeded, L, D, blocks):
 
 @pytest.mark.parametrize("mode", [1, 0])
 def test_runtime_if(seeded, mode):
-    n, B = 1000, 128
-    x = torch.randn(n)
-    buf, out = padded((n,))
-    K.runtime_if_kernel[(triton.cdiv(n, B),)](x, out, n, mode, BLOCK=B)
-    y = x * 2 if mode > 0 else x - 1
-    sign = 1 - 2 * ((torch.arange(n) // B) % 2)
-    assert torch.equal(out, y * sign)
-    assert torch.all(buf[n:] == 7.0)
+    B = 128
+    for n in edge_sizes(B):
+        x = torch.randn(n)
+        buf, out = padded((n,))
+        K.runtime_if_kernel[(triton.cdiv(n, B),)](x, out, n, mode, BLOCK=B)
+        y = x * 2 if mode > 0 else x - 1
+        sign = 1 - 2 * ((torch.arange(n) // B) % 2)
+        assert torch.equal(out, y * sign)
+        assert torch.all(buf[n:] == 7.0)
 
 
 @pytest.mark.parametrize("M,N", [(37, 50), (16, 32), (1, 33), (17, 31)])

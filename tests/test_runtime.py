@@ -60,7 +60,7 @@ def test_launch_imports_the_tensors_own_memory_and_allocates_nothing(monkeypatch
         monkeypatch.setattr(dev, "device", _RecordingDevice(dev.device, imports))
     monkeypatch.setattr(runtime, "_host_views", {})
     base = torch.rand(n + 40)
-    x, y = base[16:16 + n], torch.rand(n)          # x with a storage offset
+    x, y = base[5:5 + n], torch.rand(n)            # x with a storage offset
     out = torch.full((n,), -1.0)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         _launch(x, y, out)
