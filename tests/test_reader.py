@@ -51,3 +51,15 @@ def test_malformed_ttir_is_an_input_error():
     from triton_iree import InputError
     with pytest.raises(InputError):
         reader.read_ttir('"builtin.module"() ({ "tt.func"(')
+
+
+def test_runtime_ifs_become_if_ops_with_their_results():
+    import kernels as K
+    sig = dict(x_ptr="*fp32", out_ptr="*fp32", n="i32", mode="i32", BLOCK="constexpr")
+    k = reader.read_ttir(frontend.kernel_ttir(K.runtime_if_kernel, sig, dict(BLOCK=64)))
+    ifs = [op for op in k.walk() if isinstance(op, t.If)]
+    assert len(ifs) == 2
+    value_if, store_if = ifs
+    assert [r.type.mlir() for r in value_if.results] == ["tensor<64xf32>"]    # y, a tile
+    assert [sum(isinstance(op, t.Store) for op in b.ops) for b in (store_if.then, store_if.otherwise)] == [1, 1]
+    assert not store_if.results
