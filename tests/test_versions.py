@@ -119,3 +119,11 @@ def test_exit_after_a_launch_is_quiet():
                        cwd=K.__file__.rsplit("/", 1)[0])
     assert r.returncode == 0, r.stderr[-2000:]
     assert "leak" not in r.stderr, r.stderr[-2000:]
+
+
+def test_version_names_triton_iree_and_torch():
+    from importlib.metadata import version
+    r = subprocess.run([sys.executable, "-m", "triton_iree.cli", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (f"triton-iree {version('triton-iree')} (triton {triton.__version__}, "
+                                f"iree {version('iree-base-compiler')}, torch {torch.__version__})")

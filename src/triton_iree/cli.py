@@ -7,9 +7,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 
 from . import __version__
 from .errors import CompileError, TritonIreeError
+
+
+def _versions() -> str:
+    """triton-iree's version and those of the packages it runs with."""
+    def of(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+    return (f"triton-iree {__version__} (triton {of('triton')}, iree {of('iree-base-compiler')}, "
+            f"torch {of('torch')})")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run Triton kernels through IREE. Installing the package registers a Triton "
                     "backend, so kernel[grid](...) runs on IREE's llvm-cpu target; this command "
                     "works on IR files.")
-    p.add_argument("--version", action="version", version=f"triton-iree {__version__}")
+    p.add_argument("--version", action="version", version=_versions())
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     prep = sub.add_parser("prepare", help="make triton-shared's linalg+memref output compilable by iree-compile")
