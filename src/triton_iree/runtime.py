@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import iree.runtime as rt
+from iree.runtime._binding import create_hal_driver
 
 from .checks import RECORD_FIELDS
 from .compile import compile_module
@@ -83,7 +84,10 @@ def get_device(driver: str) -> Device:
                 _instance = rt.VmInstance()
             instance = _instance
             try:
-                device = rt.get_driver(driver).create_default_device()
+                # A driver of our own, created after the flags are set: iree.runtime's cached
+                # one may predate them (any earlier rt.Config or rt.get_device), and its
+                # worker threads would then have 128 KiB stacks that Triton tiles overflow.
+                device = create_hal_driver(driver).create_default_device()
             except Exception as e:  # the runtime raises plain RuntimeError/ValueError
                 raise LaunchError(f"IREE driver '{driver}' is not usable here: {e}") from None
             dev = Device(driver, instance, device, rt.create_hal_module(instance, device))
