@@ -4,7 +4,7 @@ iree-compile cannot take triton-shared's output as it is: memrefs cannot cross I
 function boundary (the VM has no type for them), IREE wants linalg on tensors, and it does not
 support unranked memrefs at all. Rather than patching the memref program, `prepare` reads it
 back into the same tile program the Triton path builds (tile.py) and hands it to the one
-emitter (`emit.lower`), so both inputs share the analyses, the IREE input form and the runtime.
+emitter (`lowering.lower`), so both inputs share the analyses, the IREE input form and the runtime.
 
 What triton-shared's memref ops mean in tile terms:
 
@@ -1321,6 +1321,6 @@ def prepare(text: str, filename: Optional[str] = None) -> str:
 
     `filename` names the input in error locations (MLIR calls parsed text '-').
     """
-    from . import emit
+    from . import lowering
     kernel = read_ttshared(text, filename)
-    return emit.lower(kernel)
+    return lowering.lower(kernel)

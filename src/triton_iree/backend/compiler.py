@@ -12,7 +12,7 @@ from triton.backends.compiler import BaseBackend, GPUTarget, Language
 from .. import compile as iree_compile
 from .. import checks, frontend, reader
 from ..analysis import analyze
-from ..emit import EmitOptions, cpu_options, emit_module, lower
+from ..lowering import EmitOptions, cpu_options, emit_module, lower
 from ..errors import CompileError
 
 

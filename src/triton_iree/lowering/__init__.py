@@ -1,0 +1,72 @@
+"""Lowering: the tile program as an IREE input module (MLIR text).
+
+The module has one public function, named after the kernel. Its ABI:
+
+- each buffer as a flat ``tensor<?xT>`` (the whole buffer), in parameter order;
+- each scalar parameter as its own type;
+- the grid as three ``i32`` (gx, gy, gz).
+
+It returns every buffer the kernel stores to, tied to its argument (``iree.abi.output``), so
+callers that pass device buffers get in-place writes.
+
+The body is one ``flow.dispatch.workgroups[gx, gy, gz]``: one Triton program instance per
+IREE workgroup, ``tl.program_id`` = ``flow.dispatch.workgroup.id``. Inside it:
+
+- structured loads and stores are ``iree_tensor_ext.dispatch.tensor.load/store`` of slices
+  (a row loop for 2-D and higher tiles), with a static full-tile path beside the masked one
+  (see `ModuleEmitter._program`: peeled loops, slab loads);
+- gathers are ``tensor.extract`` inside ``linalg.generic``; scatters a per-element loop;
+- elementwise expressions fuse into one ``linalg.generic`` (broadcasts become indexing
+  maps); reductions are reduction generics; ``tl.dot`` is ``linalg.matmul``.
+
+The emitter is one class assembled from one module per concern: `module` (host function,
+dispatch skeleton, program versions), `memory` (loads, stores, memory order), `compute`
+(elementwise, reductions), `dot`, `control` (loops, ifs), over `values` (state and text
+helpers); per-target choices live in `targets/`.
+"""
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from .. import tile as t
+from ..analysis import Facts, analyze
+from ..errors import CompileError
+from .compute import ComputeEmitter
+from .control import ControlEmitter
+from .dot import DotEmitter
+from .memory import MemoryEmitter
+from .module import ModuleEmitter
+from .options import EmitOptions
+from .targets.cpu import CpuTiling, cpu_options
+
+__all__ = ["CpuTiling", "EmitOptions", "Emitter", "cpu_options", "emit_module", "lower", "verify"]
+
+
+class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlEmitter):
+    """The whole emitter: see the modules of this package."""
+
+
+def emit_module(kernel: t.Kernel, facts: Facts, options: EmitOptions = EmitOptions()) -> str:
+    """The IREE input module (MLIR text) for `kernel`."""
+    return Emitter(kernel, facts, options).module()
+
+
+
+def verify(module_text: str, kernel: str) -> None:
+    """Parses and verifies the emitted module; a failure here is a triton-iree bug."""
+    with ir.Context():
+        try:
+            ir.Module.parse(module_text)
+        except ir.MLIRError as e:
+            err = CompileError(f"triton-iree emitted an invalid module (a bug; please report it with "
+                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel)
+            err.module_text = module_text
+            raise err from None
+
+
+
+def lower(kernel: t.Kernel, options: EmitOptions = EmitOptions()) -> str:
+    """Tile program -> verified IREE input module: the analyses, then the emitter."""
+    text = emit_module(kernel, analyze(kernel), options)
+    verify(text, kernel.name)
+    return text

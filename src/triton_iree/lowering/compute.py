@@ -1,0 +1,407 @@
+"""Compute: elementwise expressions fused into `linalg.generic`, materialized tiles,
+reductions, reshapes, and bf16 rounding done explicitly."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from .. import tile as t
+from ..analysis import uniform_scalar
+from .values import (_BF16_EXACT, _CASTS, _CHEAP_OPS, _INT_DIVS, EmitterBase, _Body, _bytes, _Tensor,
+                     literal)
+
+
+def _combiner_identity(block: t.Block) -> Optional[tuple[str, object]]:
+    """(opname, identity) when the combiner is a single op on (lhs, rhs) with a known identity."""
+    if len(block.args) != 2 or len(block.ops) != 1 or len(block.yields) != 1:
+        return None
+    op = block.ops[0]
+    if not isinstance(op, t.Elementwise) or block.yields[0] is not op.result:
+        return None
+    if set(map(id, op.args)) != set(map(id, block.args)) or len(op.args) != 2:
+        return None
+    dtype = op.result.dtype
+    bits = t.bitwidth(dtype)
+    identities = {
+        "arith.addf": -0.0, "arith.mulf": 1.0, "arith.maximumf": -math.inf,
+        "arith.minimumf": math.inf, "arith.maxnumf": math.nan, "arith.minnumf": math.nan,
+        "arith.addi": 0, "arith.muli": 1, "arith.ori": 0, "arith.xori": 0, "arith.andi": -1,
+        "arith.maxsi": -(1 << (bits - 1)), "arith.minsi": (1 << (bits - 1)) - 1,
+        "arith.maxui": 0, "arith.minui": -1,
+    }
+    if op.opname not in identities:
+        return None
+    ident = identities[op.opname]
+    if dtype == "i1" and isinstance(ident, int):
+        ident = bool(ident & 1)
+    return op.opname, ident
+
+
+
+class ComputeEmitter(EmitterBase):
+    """Elementwise ops, tiles, reductions."""
+
+    def _elementwise(self, op: t.Elementwise, args: list[str], out) -> str:
+        dtypes = [a.dtype for a in op.args]
+        rdtype = op.result.dtype
+        if "bf16" in dtypes + [rdtype] and op.opname not in _BF16_EXACT:
+            return self._bf16_elementwise(op, args, dtypes, out)
+        return self._arith(op.opname, op.attrs, args, dtypes, rdtype, out)
+
+    def _arith(self, name: str, attrs: dict, args: list[str], dtypes: list[str], rdtype: str, out) -> str:
+        r = self.fresh()
+        at = dtypes[0]
+        if name in ("arith.cmpi", "arith.cmpf"):
+            out(f"{r} = {name} {attrs['predicate']}, {args[0]}, {args[1]} : {at}")
+        elif name == "arith.select":
+            out(f"{r} = arith.select {args[0]}, {args[1]}, {args[2]} : {rdtype}")
+        elif name in _CASTS:
+            if at == rdtype:
+                return args[0]
+            out(f"{r} = {name} {args[0]} : {at} to {rdtype}")
+        elif name in _INT_DIVS:
+            # Division by zero is undefined in Triton but traps on a CPU; masked-off lanes
+            # compute too, so guard the divisor.
+            zero, one = self.fresh(), self.fresh()
+            out(f"{zero} = arith.constant 0 : {rdtype}")
+            out(f"{one} = arith.constant 1 : {rdtype}")
+            isz, safe = self.fresh(), self.fresh()
+            out(f"{isz} = arith.cmpi eq, {args[1]}, {zero} : {rdtype}")
+            out(f"{safe} = arith.select {isz}, {one}, {args[1]} : {rdtype}")
+            out(f"{r} = {name} {args[0]}, {safe} : {rdtype}")
+        else:
+            out(f"{r} = {name} {', '.join(args)} : {rdtype}")
+        return r
+
+    def _bf16_elementwise(self, op: t.Elementwise, args: list[str], dtypes: list[str], out) -> str:
+        """bf16 arithmetic, computed in f32 and rounded to bf16 explicitly (round to nearest
+        even). IREE's CPU codegen computes bf16 in f32 and drops the rounding, even that of an
+        explicit f32 -> bf16 cast, which would give results Triton never computes."""
+        wide = []
+        for a, d in zip(args, dtypes):
+            if d == "bf16":
+                w = self.fresh()
+                out(f"{w} = arith.extf {a} : bf16 to f32")
+                a = w
+            wide.append(a)
+        wdtypes = ["f32" if d == "bf16" else d for d in dtypes]
+        rdtype = op.result.dtype
+        if rdtype != "bf16":
+            return self._arith(op.opname, op.attrs, wide, wdtypes, rdtype, out)
+        name = op.opname
+        if name == "arith.truncf":
+            name = "arith.truncf" if wdtypes[0] == "f64" else "arith.extf"   # to f32 (no-op for f32)
+        x = self._arith(name, op.attrs, wide, wdtypes, "f32", out)
+        # Round x (f32) to the nearest bf16, ties to even; NaNs stay (quiet) NaNs.
+        b, lsb, r1, r2, keep, nan, qn, pick, y, res = (self.fresh() for _ in range(10))
+        c16, c1, c7fff, cmask, cq = (self.fresh() for _ in range(5))
+        out(f"{c16} = arith.constant 16 : i32")
+        out(f"{c1} = arith.constant 1 : i32")
+        out(f"{c7fff} = arith.constant 32767 : i32")
+        out(f"{cmask} = arith.constant -65536 : i32")
+        out(f"{cq} = arith.constant 4194304 : i32")
+        out(f"{b} = arith.bitcast {x} : f32 to i32")
+        out(f"{lsb} = arith.shrui {b}, {c16} : i32")
+        out(f"{r1} = arith.andi {lsb}, {c1} : i32")
+        out(f"{r2} = arith.addi {b}, {c7fff} : i32")
+        out(f"{keep} = arith.addi {r2}, {r1} : i32")
+        out(f"{qn} = arith.ori {b}, {cq} : i32")
+        out(f"{nan} = arith.cmpf uno, {x}, {x} : f32")
+        out(f"{pick} = arith.select {nan}, {qn}, {keep} : i32")
+        out(f"{y} = arith.andi {pick}, {cmask} : i32")
+        rounded = self.fresh()
+        out(f"{rounded} = arith.bitcast {y} : i32 to f32")
+        out(f"{res} = arith.truncf {rounded} : f32 to bf16")
+        return res
+
+    def tensor_entry(self, v: t.Value) -> _Tensor:
+        e = self.lookup(("t", v.id))
+        if e is None:
+            name = self._materialize(v)
+            e = _Tensor(name, tuple(range(len(v.shape))), v.type.mlir())
+            self.bind(("t", v.id), e)
+        return e
+
+    def tensor(self, v: t.Value) -> str:
+        """`v` as a tensor of its full shape."""
+        e = self.tensor_entry(v)
+        if e.dims == tuple(range(len(v.shape))):
+            return e.name
+        name = self._generic_map(v, root=False)
+        self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
+        return name
+
+    def _empty(self, ty: str) -> str:
+        """A new tile to write into. While a snapshot load is emitted, a fresh allocation: then
+        IREE cannot merge the load's ops with identical ones from before a store."""
+        e = self.fresh("e")
+        self.w(f"{e} = bufferization.alloc_tensor() : {ty}" if self.snapshotting else f"{e} = tensor.empty() : {ty}")
+        return e
+
+    def _fill(self, scalar: str, ty: t.TileType) -> str:
+        e, f = self._empty(ty.mlir()), self.fresh("fill")
+        slot = self._config_slot("fill", ty.shape, ("parallel",) * len(ty.shape), _bytes(ty.dtype))
+        self.w(f"{f} = linalg.fill {slot}ins({scalar} : {ty.dtype}) outs({e} : {ty.mlir()}) -> {ty.mlir()}")
+        return f
+
+    def _uniform_scalar_name(self, v: t.Value) -> Optional[str]:
+        u = uniform_scalar(v)
+        if u is None:
+            return None
+        if u.is_tile:   # a constant tile
+            return self.const(u.owner.value, v.dtype)
+        return self.scalar(u)
+
+    def _materialize(self, v: t.Value) -> str:
+        op = v.owner
+        u = self._uniform_scalar_name(v) if isinstance(op, (t.Constant, t.Splat)) else None
+        if u is not None:
+            return self._fill(u, v.type)
+        return self._generic_map(v, root=True)
+
+    def _generic_map(self, v: t.Value, root: bool) -> str:
+        """A linalg.generic computing all of `v`: its own op if `root`, else from its tensor."""
+        rank = len(v.shape)
+        body = _Body(rank)
+        res = self._elem(body, v, tuple(range(rank)), root=root)
+        e = self._empty(v.type.mlir())
+        out = self.fresh("g")
+        ident = self._map(rank, [f"d{i}" for i in range(rank)])
+        self._write_generic(out, body, [ident], ["parallel"] * rank, [e], [v.type.mlir()], [v.dtype],
+                            [res], v.shape)
+        return out
+
+    @staticmethod
+    def _map(nloops: int, results: list[str]) -> str:
+        dims = ", ".join(f"d{i}" for i in range(nloops))
+        return f"affine_map<({dims}) -> ({', '.join(results)})>"
+
+    def _write_generic(self, out: str, body: _Body, out_maps: list[str], iterators: list[str],
+                       inits: list[str], init_types: list[str], out_elts: list[str],
+                       yields: list[str], shape: tuple[int, ...]) -> None:
+        """A linalg.generic over the static loop ranges `shape`."""
+        if not body.ins and any(x == "reduction" for x in iterators):
+            # The iteration space must be readable from some operand: add an unused input.
+            ty = t.TileType(shape, out_elts[0]).mlir()
+            e = self.fresh("dom")
+            self.w(f"{e} = tensor.empty() : {ty}")
+            body.ins.append((e, ty, self._map(len(shape), [f"d{i}" for i in range(len(shape))]),
+                             self.fresh("in"), out_elts[0]))
+        maps = [i[2] for i in body.ins] + out_maps
+        its = ", ".join(f'"{x}"' for x in iterators)
+        lhs = out if len(inits) == 1 else f"{out}:{len(inits)}"
+        ins = ""
+        if body.ins:
+            ins = f" ins({', '.join(i[0] for i in body.ins)} : {', '.join(i[1] for i in body.ins)})"
+        elt = max(_bytes(x[4]) for x in body.ins + [("", "", "", "", e) for e in out_elts])
+        math = any(" = math." in ln or " = arith.div" in ln or " = arith.rem" in ln for ln in body.lines)
+        slot = self._config_slot("generic", tuple(shape), tuple(iterators), elt, math)
+        self.w(f"{lhs} = linalg.generic {{{slot}indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}"
+               f"{ins} outs({', '.join(inits)} : {', '.join(init_types)}) {{")
+        outs_args = body.memo.get("__outs__", [self.fresh("o") for _ in inits])
+        bargs = [f"{i[3]}: {i[4]}" for i in body.ins] + [f"{a}: {e}" for a, e in zip(outs_args, out_elts)]
+        self.w(f"^bb0({', '.join(bargs)}):")
+        self.indent += 1
+        for line in body.lines:
+            self.w(line)
+        self.w(f"linalg.yield {', '.join(yields)} : {', '.join(out_elts)}")
+        self.indent -= 1
+        self.w(f"}} -> ({', '.join(init_types)})" if len(inits) > 1 else f"}} -> {init_types[0]}")
+
+    def _leaf_arg(self, body: _Body, v: t.Value, view: tuple) -> str:
+        """A block argument of `body` reading materialized `v` at `view`."""
+        key = ("leaf", v.id, view)
+        if key in body.memo:
+            return body.memo[key]
+        e = self.tensor_entry(v)
+        keep = [d for d in e.dims if v.shape[d] != 1]
+        if not keep:
+            # Every dim is size 1: read the one element outside the region.
+            zeros = ", ".join([self.idx(0)] * len(e.dims))
+            s = self.fresh("x")
+            self.w(f"{s} = tensor.extract {e.name}[{zeros}] : {e.type}")
+            body.memo[key] = s
+            return s
+        name, ttype = e.name, e.type
+        if len(keep) != len(e.dims):
+            # Drop the size-1 dims (rank-reducing slice) so the indexing map is a projection.
+            full_shape = [v.shape[d] for d in e.dims]
+            red = t.TileType(tuple(v.shape[d] for d in keep), v.dtype).mlir()
+            n = self.fresh("rs")
+            offs = ", ".join("0" for _ in e.dims)
+            strides = ", ".join("1" for _ in e.dims)
+            self.w(f"{n} = tensor.extract_slice {e.name}[{offs}] [{', '.join(map(str, full_shape))}] "
+                   f"[{strides}] : {e.type} to {red}")
+            name, ttype = n, red
+        results = []
+        for d in keep:
+            assert view[d] is not None, (v, view)
+            results.append(f"d{view[d]}")
+        arg = self.fresh("in")
+        body.ins.append((name, ttype, self._map(body.nloops, results), arg, v.dtype))
+        body.memo[key] = arg
+        return arg
+
+    def _linalg_index(self, body: _Body, dim: int) -> str:
+        key = ("index", dim)
+        if key not in body.memo:
+            n = self.fresh("ix")
+            body.lines.append(f"{n} = linalg.index {dim} : index")
+            body.memo[key] = n
+        return body.memo[key]
+
+    def _elem(self, body: _Body, v: t.Value, view: tuple, root: bool = False) -> str:
+        """The element of `v` at `view` (per dim of v: a loop dim, or None for index 0)."""
+        if not v.is_tile:
+            return self.scalar(v)
+        key = ("elem", v.id, view)
+        if key in body.memo:
+            return body.memo[key]
+        op = v.owner
+        cheap = isinstance(op, _CHEAP_OPS)
+        if not root and ((not cheap and self.lookup(("t", v.id)) is not None) or self._is_leaf(v)):
+            r = self._leaf_arg(body, v, view)
+            body.memo[key] = r
+            return r
+        out = body.lines.append
+        if isinstance(op, t.Constant):
+            r = self.fresh("k")
+            out(f"{r} = arith.constant {literal(op.value, v.dtype)} : {v.dtype}")
+        elif isinstance(op, t.Splat):
+            r = self.scalar(op.src)
+        elif isinstance(op, t.MakeRange):
+            if view[0] is None:
+                r = self.fresh("k")
+                out(f"{r} = arith.constant {op.start} : i32")
+            else:
+                i = self._linalg_index(body, view[0])
+                r = self.fresh("rg")
+                out(f"{r} = arith.index_cast {i} : index to i32")
+                if op.start:
+                    c, r2 = self.fresh("k"), self.fresh("rg")
+                    out(f"{c} = arith.constant {op.start} : i32")
+                    out(f"{r2} = arith.addi {r}, {c} : i32")
+                    r = r2
+        elif isinstance(op, t.Broadcast):
+            sview = tuple(None if (ns == 1 and nr != 1) else x
+                          for x, ns, nr in zip(view, op.src.shape, v.shape))
+            r = self._elem(body, op.src, sview)
+        elif isinstance(op, t.ExpandDims):
+            r = self._elem(body, op.src, view[:op.axis] + view[op.axis + 1:])
+        elif isinstance(op, t.Trans):
+            sview = [None] * len(view)
+            for i, o in enumerate(op.order):
+                sview[o] = view[i]
+            r = self._elem(body, op.src, tuple(sview))
+        elif isinstance(op, t.Elementwise):
+            args = [self._elem(body, a, view) for a in op.args]
+            r = self._elementwise(op, args, out)
+        elif isinstance(op, t.Load):
+            r = self._gather_elem(body, op, view)
+        else:
+            r = self._leaf_arg(body, v, view)
+        body.memo[key] = r
+        return r
+
+    def _reduce(self, op: t.Reduce) -> None:
+        src0 = op.srcs[0]
+        shape = src0.shape
+        rank = len(shape)
+        axis = op.axis
+        rshape = tuple(n for i, n in enumerate(shape) if i != axis)
+        out_types = [t.TileType(rshape, s.dtype) if rshape else t.TileType((), s.dtype) for s in op.srcs]
+        known = _combiner_identity(op.combiner)
+        if known is not None:
+            inits = [self._fill(self.const(known[1], s.dtype), ty) for s, ty in zip(op.srcs, out_types)]
+            body = _Body(rank)
+            xs = [self._elem(body, s, tuple(range(rank))) for s in op.srcs]
+            loops_shape = shape
+        else:
+            # No known identity: start from element 0 along the axis, combine the rest.
+            srcs = [self.tensor(s) for s in op.srcs]
+            inits, rests = [], []
+            for s, name, ty in zip(op.srcs, srcs, out_types):
+                offs = ", ".join("0" for _ in shape)
+                ones = ", ".join("1" for _ in shape)
+                first = ", ".join("1" if i == axis else str(n) for i, n in enumerate(shape))
+                init = self.fresh("init")
+                if rshape:
+                    self.w(f"{init} = tensor.extract_slice {name}[{offs}] [{first}] [{ones}] : "
+                           f"{s.type.mlir()} to {ty.mlir()}")
+                else:
+                    x = self.fresh("x")
+                    self.w(f"{x} = tensor.extract {name}[{', '.join(self.idx(0) for _ in shape)}] : {s.type.mlir()}")
+                    self.w(f"{init} = tensor.from_elements {x} : {ty.mlir()}")
+                inits.append(init)
+                if shape[axis] > 1:
+                    rest_shape = tuple(n - 1 if i == axis else n for i, n in enumerate(shape))
+                    rty = t.TileType(rest_shape, s.dtype)
+                    rest = self.fresh("rest")
+                    roffs = ", ".join("1" if i == axis else "0" for i in range(rank))
+                    self.w(f"{rest} = tensor.extract_slice {name}[{roffs}] [{', '.join(map(str, rest_shape))}] "
+                           f"[{ones}] : {s.type.mlir()} to {rty.mlir()}")
+                    rests.append((rest, rty))
+            if shape[axis] == 1:
+                self._bind_reduce_results(op, inits, out_types)
+                return
+            body = _Body(rank)
+            xs = []
+            for rest, rty in rests:
+                arg = self.fresh("in")
+                body.ins.append((rest, rty.mlir(), self._map(rank, [f"d{i}" for i in range(rank)]), arg, rty.dtype))
+                xs.append(arg)
+            loops_shape = rests[0][1].shape
+        accs = [self.fresh("acc") for _ in op.srcs]
+        body.memo["__outs__"] = accs
+        ys = self._combine(body, op.combiner, accs, xs)
+        out_map = self._map(rank, [f"d{i}" for i in range(rank) if i != axis])
+        its = ["reduction" if i == axis else "parallel" for i in range(rank)]
+        out = self.fresh("red")
+        self._write_generic(out, body, [out_map] * len(op.srcs), its, inits, [ty.mlir() for ty in out_types],
+                            [s.dtype for s in op.srcs], ys, loops_shape)
+        names = [out] if len(op.srcs) == 1 else [f"{out}#{i}" for i in range(len(op.srcs))]
+        self._bind_reduce_results(op, names, out_types)
+
+    def _bind_reduce_results(self, op: t.Reduce, names: list[str], out_types: list[t.TileType]) -> None:
+        for r, name, ty in zip(op.results, names, out_types):
+            if r.is_tile:
+                self.bind(("t", r.id), _Tensor(name, tuple(range(len(r.shape))), ty.mlir()))
+            else:
+                s = self.fresh("x")
+                self.w(f"{s} = tensor.extract {name}[] : {ty.mlir()}")
+                self.bind(("s", r.id), s)
+
+    def _combine(self, body: _Body, block: t.Block, lhs: list[str], rhs: list[str]) -> list[str]:
+        """Emits the scalar combiner region into `body`, with (lhs, rhs) bound to its args."""
+        self.scopes.append({})
+        for a, name in zip(block.args, lhs + rhs):
+            self.bind(("s", a.id), name)
+        for op in block.ops:
+            if not isinstance(op, (t.Elementwise, t.Constant)):
+                raise self.err(f"unsupported op {op.name} in a reduce combiner", op)
+            if isinstance(op, t.Constant):
+                r = self.fresh("k")
+                body.lines.append(f"{r} = arith.constant {literal(op.value, op.result.dtype)} : {op.result.dtype}")
+            else:
+                r = self._elementwise(op, [self.scalar(a) for a in op.args], body.lines.append)
+            self.bind(("s", op.result.id), r)
+        ys = [self.scalar(y) for y in block.yields]
+        self.scopes.pop()
+        return ys
+
+    def _reshape(self, op: t.Reshape) -> None:
+        src = self.tensor(op.src)
+        st, rt_ = op.src.type, op.result.type
+        cur, cur_ty = src, st.mlir()
+        if len(st.shape) > 1:
+            flat = t.TileType((st.numel,), st.dtype).mlir()
+            n = self.fresh("flat")
+            self.w(f"{n} = tensor.collapse_shape {cur} [[{', '.join(map(str, range(len(st.shape))))}]] : "
+                   f"{cur_ty} into {flat}")
+            cur, cur_ty = n, flat
+        if len(rt_.shape) > 1:
+            n = self.fresh("resh")
+            self.w(f"{n} = tensor.expand_shape {cur} [[{', '.join(map(str, range(len(rt_.shape))))}]] "
+                   f"output_shape [{', '.join(map(str, rt_.shape))}] : {cur_ty} into {rt_.mlir()}")
+            cur = n
+        self.bind(("t", op.result.id), _Tensor(cur, tuple(range(len(rt_.shape))), rt_.mlir()))

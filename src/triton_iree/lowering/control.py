@@ -1,0 +1,185 @@
+"""Control flow: `scf.for` with loop-carried values (vectors, or a matmul accumulator as a
+tensor), peeled loops whose tail is masked, and `scf.if`."""
+from __future__ import annotations
+
+from .. import tile as t
+from ..analysis import Carried
+from .values import EmitterBase, _Tensor
+
+class ControlEmitter(EmitterBase):
+    """Loops and conditionals."""
+
+    @staticmethod
+    def _vector_type(v: t.Value) -> str:
+        return f"vector<{'x'.join(map(str, v.shape))}x{v.dtype}>"
+
+    def _region_value(self, v: t.Value) -> tuple[str, str]:
+        """(ssa name, type) of `v` as it crosses into or out of a region."""
+        if not v.is_tile:
+            return self.scalar(v), v.dtype
+        src = self.tensor(v)
+        zeros = ", ".join(self.idx(0) for _ in v.shape)
+        inb = ", ".join("true" for _ in v.shape)
+        r = self.fresh("vec")
+        self.w(f"{r} = vector.transfer_read {src}[{zeros}], {self.const(0, v.dtype)} {{in_bounds = [{inb}]}} : "
+               f"{v.type.mlir()}, {self._vector_type(v)}")
+        return r, self._vector_type(v)
+
+    def _bind_region_value(self, v: t.Value, name: str) -> None:
+        if not v.is_tile:
+            self.bind(("s", v.id), name)
+            return
+        zeros = ", ".join(self.idx(0) for _ in v.shape)
+        inb = ", ".join("true" for _ in v.shape)
+        e, r = self.fresh("e"), self.fresh("tile")
+        self.w(f"{e} = tensor.empty() : {v.type.mlir()}")
+        self.w(f"{r} = vector.transfer_write {name}, {e}[{zeros}] {{in_bounds = [{inb}]}} : "
+               f"{self._vector_type(v)}, {v.type.mlir()}")
+        self.bind(("t", v.id), _Tensor(r, tuple(range(len(v.shape))), v.type.mlir()))
+
+    def _tensor_carried(self, op: t.For, j: int) -> bool:
+        """A dot accumulator: the iter_arg's one use is as the accumulator of a dot in the loop
+        body, and the loop yields that dot. It crosses the loop as a tensor: the matmul updates
+        it in place, and IREE tiles it (a vector this size would be unrolled whole)."""
+        arg, y = op.iter_args[j], op.body.yields[j]
+        dot = y.owner
+        return (isinstance(dot, t.Dot) and dot in op.body.ops and dot.acc is arg
+                and dot.a is not arg and dot.b is not arg
+                and [id(u) for u in self._uses.get(arg.id, [])] == [id(dot)])
+
+    def _for(self, op: t.For) -> None:
+        live = self.facts.live
+        keep = [j for j in range(len(op.inits))
+                if op.results[j].id in live or op.iter_args[j].id in live]
+        offsets = [j for j in range(len(op.inits)) if (id(op), j) in self.facts.carried_used]
+        as_tensor = {j for j in keep if self._tensor_carried(op, j)}
+        inits, types = [], []
+        for j in keep:
+            if j in as_tensor:
+                inits.append(self.tensor(op.inits[j]))
+                types.append(op.inits[j].type.mlir())
+            else:
+                n, ty = self._region_value(op.inits[j])
+                inits.append(n)
+                types.append(ty)
+        for j in offsets:
+            inits.append(self.poly(self.facts.loop_offsets[(id(op), j)].init))
+            types.append("index")
+        lb, ub = self.scalar(op.lb), self.scalar(op.ub)
+        peel = self.facts.plan.peels.get(id(op)) if self.full_version else None
+        if peel is not None:
+            # The full iterations [lb, mid) with the moving accesses unmasked, then [mid, ub).
+            mid = self._peel_point(op, peel)
+            saved = self.assume_full
+            self.assume_full = saved | peel.accesses
+            inits = self._loop(op, lb, mid, keep, offsets, as_tensor, inits, types)
+            self.assume_full = saved
+            lb = mid
+        names = self._loop(op, lb, ub, keep, offsets, as_tensor, inits, types)
+        for j, n in zip(keep, names):
+            if j in as_tensor:
+                self.bind(("t", op.results[j].id), _Tensor(n, tuple(range(len(op.results[j].shape))),
+                                                            op.results[j].type.mlir()))
+            else:
+                self._bind_region_value(op.results[j], n)
+        for j, n in zip(offsets, names[len(keep):]):
+            self.bind(Carried(op, j, "result").key(), n)
+
+    def _peel_point(self, op: t.For, peel) -> str:
+        """The first induction value at or after which some moving access is not full.
+
+        Iteration iv is full when c + d * iv <= 0 (d > 0) for each condition, i.e. iv <= F with
+        F = floor(-c / d). With S = min(F) + 1 clamped to [lb, ub], the full iterations are those
+        before mid = lb + ceil((S - lb) / step) * step."""
+        ivty = op.lb.dtype
+
+        def to_index(name: str) -> str:
+            if ivty == "index":
+                return name
+            r = self.fresh("i")
+            self.w(f"{r} = arith.index_cast {name} : {ivty} to index")
+            return r
+
+        lb, ub, step = (to_index(self.scalar(v)) for v in (op.lb, op.ub, op.step))
+        s = None
+        conds = {(tuple(sorted(c.terms.items(), key=repr)), d): (c, d) for c, d in peel.conds}
+        for c, d in conds.values():
+            f = self._binop("arith.floordivsi", self.poly(-c), self.idx(d))
+            s = f if s is None else self._binop("arith.minsi", s, f)
+        s = self._binop("arith.addi", s, self.idx(1))
+        s = self._binop("arith.maxsi", self._binop("arith.minsi", s, ub), lb)
+        n = self._binop("arith.ceildivsi", self._binop("arith.subi", s, lb), step)
+        mid = self._binop("arith.addi", lb, self._binop("arith.muli", n, step))
+        if ivty == "index":
+            return mid
+        r = self.fresh("mid")
+        self.w(f"{r} = arith.index_cast {mid} : index to {ivty}")
+        return r
+
+    def _loop(self, op: t.For, lb: str, ub: str, keep: list[int], offsets: list[int], as_tensor: set[int],
+              inits: list[str], types: list[str]) -> list[str]:
+        """One scf.for over [lb, ub) running op's body; returns the names of its results."""
+        step = self.scalar(op.step)
+        iv = self.fresh("iv")
+        args = [self.fresh("it") for _ in inits]
+        nres = len(inits)
+        res = self.fresh("for") if nres else None
+        lhs = f"{res}:{nres} = " if nres > 1 else (f"{res} = " if nres else "")
+        ivty = op.lb.dtype
+        suffix = f" : {ivty}" if ivty != "index" else ""
+        if nres:
+            iters = ", ".join(f"{a} = {i}" for a, i in zip(args, inits))
+            self.w(f"{lhs}scf.for {iv} = {lb} to {ub} step {step} iter_args({iters}) -> "
+                   f"({', '.join(types)}){suffix} {{")
+        else:
+            self.w(f"scf.for {iv} = {lb} to {ub} step {step}{suffix} {{")
+        self.indent += 1
+        self.loop_depth += 1
+        self.scopes.append({})
+        self.bind(("s", op.iv.id), iv)
+        for j, a in zip(keep, args):
+            if j in as_tensor:
+                v = op.iter_args[j]
+                self.bind(("t", v.id), _Tensor(a, tuple(range(len(v.shape))), v.type.mlir()))
+            else:
+                self._bind_region_value(op.iter_args[j], a)
+        for j, a in zip(offsets, args[len(keep):]):
+            self.bind(Carried(op, j, "arg").key(), a)
+        self._block(op.body)
+        ys = [self.tensor(op.body.yields[j]) if j in as_tensor else self._region_value(op.body.yields[j])[0]
+              for j in keep]
+        for j, a in zip(offsets, args[len(keep):]):
+            step_p = self.facts.loop_offsets[(id(op), j)].step
+            ys.append(self._binop("arith.addi", a, self.poly(step_p)))
+        if nres:
+            self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
+        self.scopes.pop()
+        self.loop_depth -= 1
+        self.indent -= 1
+        self.w("}")
+        return [res] if nres == 1 else [f"{res}#{i}" for i in range(nres)]
+
+    def _if(self, op: t.If) -> None:
+        live = self.facts.live
+        keep = [j for j in range(len(op.results)) if op.results[j].id in live]
+        types = [self._vector_type(op.results[j]) if op.results[j].is_tile else op.results[j].dtype
+                 for j in keep]
+        cond = self.scalar(op.cond)
+        res = self.fresh("if") if keep else None
+        lhs = f"{res}:{len(keep)} = " if len(keep) > 1 else (f"{res} = " if keep else "")
+        self.w(f"{lhs}scf.if {cond}" + (f" -> ({', '.join(types)})" if keep else "") + " {")
+        for bi, blk in enumerate((op.then, op.otherwise)):
+            if bi == 1:
+                self.w("} else {")
+            self.indent += 1
+            self.scopes.append({})
+            self._block(blk)
+            if keep:
+                ys = [self._region_value(blk.yields[j])[0] for j in keep]
+                self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
+            self.scopes.pop()
+            self.indent -= 1
+        self.w("}")
+        names = [res] if len(keep) == 1 else [f"{res}#{i}" for i in range(len(keep))]
+        for j, n in zip(keep, names):
+            self._bind_region_value(op.results[j], n)

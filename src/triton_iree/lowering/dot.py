@@ -1,0 +1,19 @@
+"""`tl.dot`: `linalg.matmul` on the operand tiles, accumulating into its accumulator."""
+from __future__ import annotations
+
+from .. import tile as t
+from .values import EmitterBase, _bytes, _Tensor
+
+class DotEmitter(EmitterBase):
+    """tl.dot."""
+
+    def _dot(self, op: t.Dot) -> None:
+        a, b, c = self.tensor(op.a), self.tensor(op.b), self.tensor(op.acc)
+        r = self.fresh("mm")
+        m, k = op.a.shape
+        n = op.b.shape[1]
+        slot = self._config_slot("matmul", (m, n, k), ("parallel", "parallel", "reduction"),
+                                 _bytes(op.acc.dtype))
+        self.w(f"{r} = linalg.matmul {slot}ins({a}, {b} : {op.a.type.mlir()}, {op.b.type.mlir()}) "
+               f"outs({c} : {op.acc.type.mlir()}) -> {op.acc.type.mlir()}")
+        self.bind(("t", op.result.id), _Tensor(r, (0, 1), op.result.type.mlir()))

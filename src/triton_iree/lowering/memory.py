@@ -1,0 +1,544 @@
+"""Memory: structured slices (rows, slabs, masked boxes), gathers, scatters and scalar
+accesses, and the snapshots that keep one program's memory order (see `memory_order`)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import tile as t
+from ..analysis import Box, GatherAccess, Poly, StructuredAccess
+from .values import EmitterBase, _Body, _Tensor, literal
+
+class MemoryEmitter(EmitterBase):
+    """Loads and stores."""
+
+    def _copy(self, name: str, ty: str) -> str:
+        c = self.fresh("snap")
+        self.w(f"{c} = bufferization.alloc_tensor() copy({name}) : {ty}")
+        return c
+
+    def _full_buffer(self, p: t.Param) -> str:
+        """The whole buffer as a tensor (a view of the binding, not a copy).
+
+        Read-only buffers are loaded once at the top of the dispatch. Buffers the kernel also
+        writes are loaded again at each gather, so that the gather sees earlier stores.
+        """
+        if id(p) in self.full_buffer:
+            return self.full_buffer[id(p)]
+        n = self.fresh("buf")
+        self.w(f"{n} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [0], "
+               f"sizes = [{self.buf_len[id(p)]}], strides = [1] : {self.buf_type(p)} -> tensor<?x{p.dtype}>")
+        return n
+
+    def _gather_elem(self, body: _Body, op: t.Load, view: tuple) -> str:
+        out = body.lines.append
+        buf = self._full_buffer(op.buffer)
+        off = self._elem(body, op.offsets, view)
+        mask = self._elem(body, op.mask, view) if op.mask is not None else None
+        if mask is not None:
+            z, safe = self.fresh("k"), self.fresh("off")
+            out(f"{z} = arith.constant 0 : i64")
+            out(f"{safe} = arith.select {mask}, {off}, {z} : i64")
+            off = safe
+        i, x = self.fresh("ix"), self.fresh("ld")
+        out(f"{i} = arith.index_cast {off} : i64 to index")
+        out(f"{x} = tensor.extract {buf}[{i}] : tensor<?x{op.buffer.dtype}>")
+        if mask is None:
+            return x
+        if op.other is not None:
+            other = self._elem(body, op.other, view)
+        else:
+            other = self.fresh("k")
+            out(f"{other} = arith.constant {literal(0, op.result.dtype)} : {op.result.dtype}")
+        r = self.fresh("ld")
+        out(f"{r} = arith.select {mask}, {x}, {other} : {op.result.dtype}")
+        return r
+
+    def _valid_range(self, box: Optional[Box], d: int, size: int) -> tuple[str, str]:
+        """Clamped [lo, hi) of dim d as index values (static when unbounded)."""
+        if box is None or (not box.lo[d] and not box.hi[d]):
+            return self.idx(0), self.idx(size)
+        lo = self.idx(0)
+        for p in box.lo[d]:
+            lo = self._binop("arith.maxsi", lo, self.poly(p))
+        lo = self._binop("arith.minsi", lo, self.idx(size))
+        hi = self.idx(size)
+        for p in box.hi[d]:
+            hi = self._binop("arith.minsi", hi, self.poly(p))
+        hi = self._binop("arith.maxsi", hi, lo)
+        return lo, hi
+
+    def _masked_ranges(self, box: Box, shape, active: list[int], inner: int) -> dict:
+        """Clamped [lo, hi) per active dim. The rest of the mask (scalar conditions, bounds on
+        size-1 dims) holds for the whole tile or for none of it: where it fails, the inner
+        range is emptied, so nothing is read or written."""
+        ranges = {d: self._valid_range(box, d, shape[d]) for d in active}
+        rest = Box(tuple(() if d in active else box.lo[d] for d in range(len(shape))),
+                   tuple(() if d in active else box.hi[d] for d in range(len(shape))), box.conds)
+        pred = self._point_cond(rest)
+        if pred is not None:
+            lo, hi = ranges[inner]
+            ranges[inner] = (lo, self._select_index(pred, hi, lo))
+        return ranges
+
+    def _layout(self, acc: StructuredAccess, shape: tuple[int, ...], op: t.Op):
+        """(active dims, inner dim) of a structured access."""
+        strides = acc.form.strides
+        active = [d for d in range(len(shape)) if not strides[d].is_zero()]
+        if not active:
+            return active, None
+        ones = [d for d in active if strides[d].const_value == 1]
+        inner = ones[-1] if ones else active[-1]
+        return active, inner
+
+    def _structured_load(self, op: t.Load, acc: StructuredAccess) -> None:
+        v = op.result
+        shape = v.shape
+        active, inner = self._layout(acc, shape, op)
+        p = op.buffer
+        dt = v.dtype
+        if dt != p.dtype:
+            raise self.err(f"load of {dt} from a buffer of {p.dtype}", op)
+        rshape = tuple(shape[d] for d in active)
+        rty = t.TileType(rshape, dt) if rshape else None
+        box = acc.box
+        if box is not None and box.trivially_full:
+            box = None
+        other = self._uniform_other(op, acc)
+        if not active:
+            # Every element reads the same address: one scalar load, broadcast.
+            s = self._scalar_read(p, self.poly(acc.form.offset), box, other, dt, id(op) in self.snapshots)
+            self.bind(("t", v.id), _Tensor(self._fill(s, v.type), tuple(range(len(shape))), v.type.mlir()))
+            return
+        snapshot = self.snapshotting = id(op) in self.snapshots
+        if (box is None or id(op) in self.assume_full) and self.full_version and id(op) in self.slab_ok:
+            name, dims, ty = self._slab_load(p, acc, shape, active, inner)
+            self._bind_load(v, _Tensor(name, dims, ty), snapshot)
+            return
+        if box is None or id(op) in self.assume_full:
+            name = self._slice_load(p, acc, shape, active, inner, rty, None, other)
+        else:
+            ranges = self._masked_ranges(box, shape, active, inner)
+            checked = self.full_version and id(op) in self.slab_ok
+            if id(op) in self.slab_able and (checked or self.slab_able[id(op)] == tuple(active)):
+                name, dims, ty = self._masked_slab_load(op, acc, shape, active, inner, rty, ranges,
+                                                        other, checked)
+                self._bind_load(v, _Tensor(name, dims, ty), snapshot)
+                return
+            name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other)
+        self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
+
+    def _bind_load(self, v: t.Value, e: _Tensor, snapshot: bool) -> None:
+        """Binds a loaded tile; a snapshot is a copy made here (see `memory_order`)."""
+        self.snapshotting = False
+        self.bind(("t", v.id), _Tensor(self._copy(e.name, e.type), e.dims, e.type) if snapshot else e)
+
+    def _masked_slab_load(self, op: t.Load, acc: StructuredAccess, shape, active, inner, rty: t.TileType,
+                          ranges: dict, other: str, checked: bool) -> tuple[str, tuple, str]:
+        """A masked R x C tile: its valid nr x nc box as a slice of one slab, inserted into a tile
+        of `other`. The slab holds the nr rows of stride s from the box's first element e (from
+        o = e - min(e, s - nc), like `_slab_load`); it is inside the buffer when C <= s and
+        R*s <= len. Unless the version checked that (`checked`), the slab conditions pick
+        between this and the row loop at run time; both write into the same tile."""
+        p = op.buffer
+        outer = self.slab_able[id(op)][0]
+        rows, cols = shape[outer], shape[inner]
+        dt = p.dtype
+        tile_ty = t.TileType((rows, cols), dt)
+        init = self._fill(other, tile_ty)
+        cond = None if checked else self._and(self._slab_conditions(op, acc, outer, inner))
+        if cond is not None:
+            res = self.fresh("ld")
+            self.w(f"{res} = scf.if {cond} -> ({tile_ty.mlir()}) {{")
+            self.indent += 1
+            self.scopes.append({})
+        (lo_r, hi_r), (lo_c, hi_c) = ranges[outer], ranges[inner]
+        stride = acc.form.strides[outer]
+        s0 = self.poly(stride)
+        nr = self._binop("arith.subi", hi_r, lo_r)
+        nc = self._binop("arith.subi", hi_c, lo_c)
+        e = self._row_offset(acc, {outer: lo_r, inner: lo_c})
+        col = self._binop("arith.minsi", e, self._binop("arith.subi", s0, nc))
+        # An empty box reads nothing, from offset 0 (its first element may be out of bounds).
+        zero = self.idx(0)
+        empty = self._binop("arith.ori", self._cmp("eq", nr, zero), self._cmp("eq", nc, zero), "i1")
+        nr = self._select_index(empty, zero, nr)
+        col = self._select_index(empty, zero, col)
+        start = self._select_index(empty, zero, self._binop("arith.subi", e, col))
+        size = self._binop("arith.muli", nr, s0)
+        sc = stride.const_value
+        vty = f"tensor<?x{'?' if sc is None else sc}x{dt}>"
+        x, y, z, r = self.fresh("slab"), self.fresh("view"), self.fresh("box"), self.fresh("tile")
+        self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{start}], "
+               f"sizes = [{size}], strides = [1] : {self.buf_type(p)} -> tensor<?x{dt}>")
+        self.w(f"{y} = tensor.expand_shape {x} [[0, 1]] output_shape [{nr}, {s0 if sc is None else sc}] "
+               f": tensor<?x{dt}> into {vty}")
+        self.w(f"{z} = tensor.extract_slice {y}[0, {col}] [{nr}, {nc}] [1, 1] : {vty} to tensor<?x?x{dt}>")
+        self.w(f"{r} = tensor.insert_slice {z} into {init}[{lo_r}, {lo_c}] [{nr}, {nc}] [1, 1] : "
+               f"tensor<?x?x{dt}> into {tile_ty.mlir()}")
+        if cond is None:
+            return r, (outer, inner), tile_ty.mlir()
+        self.w(f"scf.yield {r} : {tile_ty.mlir()}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("} else {")
+        self.indent += 1
+        self.scopes.append({})
+        rowwise = self._slice_load(p, acc, shape, active, inner, rty, ranges, other, init=init)
+        self.w(f"scf.yield {rowwise} : {tile_ty.mlir()}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("}")
+        return res, (outer, inner), tile_ty.mlir()
+
+    def _slab_load(self, p: t.Param, acc: StructuredAccess, shape, active, inner) -> tuple[str, tuple, str]:
+        """A full R x C tile (outer stride s, inner stride 1) as a slice of one 1-D load.
+
+        The slab is the R*s elements from o = off - min(off, s - C), viewed as R x s; the tile is
+        columns [off - o, off - o + C) of it. The version checks C <= s and R*s <= len, so the
+        slab is inside the buffer: it ends at the tile's last element, or at R*s when o = 0."""
+        outer = active[0] if active[1] == inner else active[1]
+        rows, cols = shape[outer], shape[inner]
+        dt = p.dtype
+        stride = acc.form.strides[outer]
+        s0 = self.poly(stride)
+        off = self.poly(acc.form.offset)
+        col = self._binop("arith.minsi", off, self._binop("arith.subi", s0, self.idx(cols)))
+        start = self._binop("arith.subi", off, col)
+        if stride.const_value is not None:
+            n = rows * stride.const_value
+            size, sty = str(n), f"tensor<{n}x{dt}>"
+            vty = f"tensor<{rows}x{stride.const_value}x{dt}>"
+        else:
+            size = self._binop("arith.muli", s0, self.idx(rows))
+            sty, vty = f"tensor<?x{dt}>", f"tensor<{rows}x?x{dt}>"
+        x, y, z = self.fresh("slab"), self.fresh("view"), self.fresh("tile")
+        self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{start}], "
+               f"sizes = [{size}], strides = [1] : {self.buf_type(p)} -> {sty}")
+        self.w(f"{y} = tensor.expand_shape {x} [[0, 1]] output_shape [{rows}, {s0 if stride.const_value is None else stride.const_value}] "
+               f": {sty} into {vty}")
+        ty = f"tensor<{rows}x{cols}x{dt}>"
+        self.w(f"{z} = tensor.extract_slice {y}[0, {col}] [{rows}, {cols}] [1, 1] : {vty} to {ty}")
+        return z, (outer, inner), ty
+
+    def _slab_candidates(self, full_only: bool) -> list:
+        """2-D loads that can be read as one slab: (op, access, outer, inner); with `full_only`,
+        those that are full somewhere in the full version (whose conditions it checks).
+
+        A tile of R rows (outer dim, runtime stride s >= C) of C contiguous elements (inner
+        dim) lies inside the R*s elements from its first one; so one 1-D slice, viewed as R x s,
+        holds it, and the tile is a slice of that view: no copy into a stack tile."""
+        plan = self.facts.plan
+        peeled = set().union(*(pl.accesses for pl in plan.peels.values())) if plan.peels else set()
+        out = []
+        for op in self.k.walk():
+            if not isinstance(op, t.Load) or op.result.id not in self.facts.live or not op.result.is_tile:
+                continue
+            acc = self.facts.access(op)
+            if not isinstance(acc, StructuredAccess) or id(op.buffer) in self.written_ids:
+                continue
+            if op.result.dtype != op.buffer.dtype:
+                continue
+            unmasked = acc.box is None or acc.box.trivially_full
+            if full_only and not (unmasked or id(op) in plan.full or id(op) in peeled):
+                continue
+            shape = op.result.shape
+            active = [d for d in range(len(shape)) if not acc.form.strides[d].is_zero()]
+            if len(active) != 2:
+                continue
+            ones = [d for d in active if acc.form.strides[d].const_value == 1]
+            if not ones:
+                continue
+            inner = ones[-1]
+            outer = active[0] if active[1] == inner else active[1]
+            s0 = acc.form.strides[outer]
+            if not self.facts.at_entry(s0):
+                continue
+            if s0.const_value is not None and s0.const_value < shape[inner]:
+                continue
+            if acc.box is not None and not acc.box.trivially_full and any(
+                    d not in active and shape[d] != 1 and (acc.box.lo[d] or acc.box.hi[d])
+                    for d in range(len(shape))):
+                continue
+            out.append((op, acc, outer, inner))
+        return out
+
+    def _slab_conditions(self, op: t.Load, acc: StructuredAccess, outer: int, inner: int) -> list[str]:
+        """C <= s and R * s <= len: then the slab of every valid tile is inside the buffer."""
+        shape = op.result.shape
+        s0 = self.poly(acc.form.strides[outer])
+        conds = []
+        if acc.form.strides[outer].const_value is None:
+            conds.append(self._cmp("sle", self.idx(shape[inner]), s0))
+        span = self._binop("arith.muli", s0, self.idx(shape[outer]))
+        conds.append(self._cmp("sle", span, self.buf_len[id(op.buffer)]))
+        return conds
+
+    def _uniform_other(self, op: t.Load, acc: StructuredAccess) -> str:
+        if acc.other is not None:
+            if acc.other.is_tile:
+                return self.const(acc.other.owner.value, op.result.dtype)
+            return self.scalar(acc.other)
+        return self.const(0, op.result.dtype)
+
+    def _row_offset(self, acc: StructuredAccess, pos: dict[int, str]) -> str:
+        """offset + sum over dims in `pos` of pos[d] * stride[d]."""
+        off = self.poly(acc.form.offset)
+        for d, i in pos.items():
+            s = acc.form.strides[d]
+            term = i if s.const_value == 1 else self._binop("arith.muli", i, self.poly(s))
+            off = self._binop("arith.addi", off, term)
+        return off
+
+    def _stride(self, p: Poly) -> str:
+        c = p.const_value
+        return str(c) if c is not None else self.poly(p)
+
+    def _slice_load(self, p: t.Param, acc, shape, active, inner, rty: t.TileType,
+                    ranges: Optional[dict], other: str, init: Optional[str] = None) -> str:
+        """Loads the tile (active dims only). `ranges` None: the whole tile, static sizes."""
+        outer = [d for d in active if d != inner]
+        pos_in_r = {d: i for i, d in enumerate(active)}
+        n = shape[inner]
+        stride = self._stride(acc.form.strides[inner])
+        btype = self.buf_type(p)
+
+        def row(pos: dict[int, str], into: Optional[str]) -> str:
+            if ranges is None:
+                start = self._row_offset(acc, pos)
+                size, sty = str(n), f"tensor<{n}x{p.dtype}>"
+            else:
+                lo, hi = ranges[inner]
+                start = self._row_offset(acc, {**pos, inner: lo})
+                size = self._binop("arith.subi", hi, lo)
+                sty = f"tensor<?x{p.dtype}>"
+            x = self.fresh("sl")
+            self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{start}], "
+                   f"sizes = [{size}], strides = [{stride}] : {btype} -> {sty}")
+            if into is None and ranges is None:
+                return x
+            offs = [pos[d] if d in pos else "0" for d in active]
+            sizes = ["1"] * len(active)
+            offs[pos_in_r[inner]] = "0" if ranges is None else ranges[inner][0]
+            sizes[pos_in_r[inner]] = str(n) if ranges is None else size
+            y = self.fresh("ins")
+            self.w(f"{y} = tensor.insert_slice {x} into {into}[{', '.join(offs)}] [{', '.join(sizes)}] "
+                   f"[{', '.join('1' for _ in active)}] : {sty} into {rty.mlir()}")
+            return y
+
+        if ranges is None:
+            init = None
+            if outer:
+                init = self._empty(rty.mlir())
+        elif init is None:
+            init = self._fill(other, rty)
+        if not outer:
+            return row({}, init)
+        return self._row_loops(outer, shape, ranges, init, rty, row)
+
+    def _row_loops(self, outer: list[int], shape, ranges, init: Optional[str], rty, row) -> str:
+        """Nested scf.for over the outer dims; `row(pos, acc)` emits one row, returns the new acc."""
+        carried = init is not None
+        pos: dict[int, str] = {}
+        accs = [init]
+        ends = []
+        for d in outer:
+            lo, hi = (self.idx(0), self.idx(shape[d])) if ranges is None else ranges[d]
+            iv = self.fresh("row")
+            if carried:
+                a = self.fresh("acc")
+                r = self.fresh("rows")
+                self.w(f"{r} = scf.for {iv} = {lo} to {hi} step {self.idx(1)} iter_args({a} = {accs[-1]}) "
+                       f"-> ({rty.mlir()}) {{")
+                accs.append(a)
+                ends.append(r)
+            else:
+                self.w(f"scf.for {iv} = {lo} to {hi} step {self.idx(1)} {{")
+            self.indent += 1
+            self.scopes.append({})
+            pos[d] = iv
+        res = row(dict(pos), accs[-1] if carried else None)
+        for _ in outer:
+            if carried:
+                self.w(f"scf.yield {res} : {rty.mlir()}")
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")
+            if carried:
+                res = ends.pop()
+        return res
+
+    def _point_cond(self, box: Optional[Box]) -> Optional[str]:
+        """For a single-element access: an i1 that holds when index 0 is inside `box`."""
+        if box is None:
+            return None
+        conds = [self._cond_value(c) for c in box.conds]
+        for d in range(len(box.lo)):
+            conds += [self._cmp("sle", self.poly(q), self.idx(0)) for q in box.lo[d]]
+            conds += [self._cmp("sgt", self.poly(q), self.idx(0)) for q in box.hi[d]]
+        return self._and(conds)
+
+    def _scalar_read(self, p: t.Param, off: str, box: Optional[Box], other: Optional[str], dt: str,
+                     snapshot: bool) -> str:
+        cond = self._point_cond(box)
+
+        def read() -> str:
+            x = self.fresh("sl")
+            self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{off}], "
+                   f"sizes = [1], strides = [1] : {self.buf_type(p)} -> tensor<1x{dt}>")
+            if snapshot:
+                x = self._copy(x, f"tensor<1x{dt}>")
+            s = self.fresh("x")
+            self.w(f"{s} = tensor.extract {x}[{self.idx(0)}] : tensor<1x{dt}>")
+            return s
+
+        if cond is None:
+            return read()
+        r = self.fresh("x")
+        self.w(f"{r} = scf.if {cond} -> ({dt}) {{")
+        self.indent += 1
+        self.scopes.append({})
+        s = read()
+        self.w(f"scf.yield {s} : {dt}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("} else {")
+        self.w(f"  scf.yield {other or self.const(0, dt)} : {dt}")
+        self.w("}")
+        return r
+
+    def _scalar_load(self, op: t.Load) -> str:
+        acc = self.facts.access(op)
+        if not isinstance(acc, StructuredAccess):
+            raise self.err("scalar load through an unanalyzable pointer", op)
+        other = self._uniform_other(op, acc) if op.mask is not None else None
+        return self._scalar_read(op.buffer, self.poly(acc.form.offset), acc.box, other, op.result.dtype,
+                                 id(op) in self.snapshots)
+
+    def _store(self, op: t.Store) -> None:
+        acc = self.facts.access(op)
+        p = op.buffer
+        if op.value.dtype != p.dtype:
+            raise self.err(f"store of {op.value.dtype} into a buffer of {p.dtype}", op)
+        if isinstance(acc, GatherAccess):
+            self._scatter(op)
+            return
+        box = acc.box if acc.box is not None and not acc.box.trivially_full else None
+        if not op.value.is_tile:
+            self._scalar_write(p, self.poly(acc.form.offset), self.scalar(op.value), box)
+            return
+        shape = op.value.shape
+        active, inner = self._layout(acc, shape, op)
+        if not active:
+            zeros = ", ".join(self.idx(0) for _ in shape)
+            s = self.fresh("x")
+            self.w(f"{s} = tensor.extract {self.tensor(op.value)}[{zeros}] : {op.value.type.mlir()}")
+            self._scalar_write(p, self.poly(acc.form.offset), s, box)
+            return
+        val = self.tensor(op.value)
+        # Drop broadcast and size-1 dims: they hold one value each (we write index 0).
+        rshape = tuple(shape[d] for d in active)
+        rty = t.TileType(rshape, p.dtype)
+        if len(active) != len(shape):
+            red = self.fresh("rs")
+            sizes = ", ".join(str(shape[d]) if d in active else "1" for d in range(len(shape)))
+            self.w(f"{red} = tensor.extract_slice {val}[{', '.join('0' for _ in shape)}] [{sizes}] "
+                   f"[{', '.join('1' for _ in shape)}] : {op.value.type.mlir()} to {rty.mlir()}")
+            val = red
+        if box is None or id(op) in self.assume_full:
+            self._slice_store(p, acc, shape, active, inner, rty, val, None)
+        else:
+            ranges = self._masked_ranges(box, shape, active, inner)
+            if self.loop_depth and any(isinstance(o, t.Load) and o.buffer is p for o in self.k.walk()):
+                # In a kernel loop that also loads this buffer, IREE shrinks the value's op to
+                # the masked size and then needs a dynamic stack allocation per iteration,
+                # which it rejects; a copy of the whole tile keeps every allocation static.
+                val = self._copy(val, rty.mlir())
+            self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
+
+    def _slice_store(self, p: t.Param, acc, shape, active, inner, rty: t.TileType, val: str,
+                     ranges: Optional[dict]) -> None:
+        outer = [d for d in active if d != inner]
+        pos_in_r = {d: i for i, d in enumerate(active)}
+        n = shape[inner]
+        stride = self._stride(acc.form.strides[inner])
+        btype = self.buf_type(p)
+
+        def row(pos: dict[int, str], _acc) -> None:
+            if ranges is None:
+                start = self._row_offset(acc, pos)
+                lo, size, sty = "0", str(n), f"tensor<{n}x{p.dtype}>"
+            else:
+                lo, hi = ranges[inner]
+                start = self._row_offset(acc, {**pos, inner: lo})
+                size = self._binop("arith.subi", hi, lo)
+                sty = f"tensor<?x{p.dtype}>"
+            x = val
+            if outer or ranges is not None:
+                offs = [pos[d] if d in pos else "0" for d in active]
+                sizes = ["1"] * len(active)
+                offs[pos_in_r[inner]] = lo
+                sizes[pos_in_r[inner]] = size
+                x = self.fresh("sl")
+                self.w(f"{x} = tensor.extract_slice {val}[{', '.join(offs)}] [{', '.join(sizes)}] "
+                       f"[{', '.join('1' for _ in active)}] : {rty.mlir()} to {sty}")
+            self.w(f"iree_tensor_ext.dispatch.tensor.store {x}, {self.binding[id(p)]}, offsets = [{start}], "
+                   f"sizes = [{size}], strides = [{stride}] : {sty} -> {btype}")
+            return None
+
+        if not outer:
+            row({}, None)
+            return
+        self._row_loops(outer, shape, ranges, None, rty, row)
+
+    def _scalar_write(self, p: t.Param, off: str, value: str, box: Optional[Box]) -> None:
+        cond = self._point_cond(box)
+        if cond is not None:
+            self.w(f"scf.if {cond} {{")
+            self.indent += 1
+            self.scopes.append({})
+        x = self.fresh("one")
+        self.w(f"{x} = tensor.from_elements {value} : tensor<1x{p.dtype}>")
+        self.w(f"iree_tensor_ext.dispatch.tensor.store {x}, {self.binding[id(p)]}, offsets = [{off}], "
+               f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
+        if cond is not None:
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")
+
+    def _scatter(self, op: t.Store) -> None:
+        """A store through arbitrary offsets: one element at a time, where the mask holds."""
+        p = op.buffer
+        if not op.value.is_tile:
+            raise self.err("scalar store through an unanalyzable pointer", op)
+        shape = op.value.shape
+        val, offs = self.tensor(op.value), self.tensor(op.offsets)
+        mask = self.tensor(op.mask) if op.mask is not None else None
+        ivs = []
+        for d, n in enumerate(shape):
+            iv = self.fresh("el")
+            self.w(f"scf.for {iv} = {self.idx(0)} to {self.idx(n)} step {self.idx(1)} {{")
+            self.indent += 1
+            self.scopes.append({})
+            ivs.append(iv)
+        at = ", ".join(ivs)
+        o, x = self.fresh("off"), self.fresh("x")
+        self.w(f"{o} = tensor.extract {offs}[{at}] : {op.offsets.type.mlir()}")
+        self.w(f"{x} = tensor.extract {val}[{at}] : {op.value.type.mlir()}")
+        oi = self.fresh("i")
+        self.w(f"{oi} = arith.index_cast {o} : i64 to index")
+        if mask is not None:
+            m = self.fresh("m")
+            self.w(f"{m} = tensor.extract {mask}[{at}] : {op.mask.type.mlir()}")
+            self.w(f"scf.if {m} {{")
+            self.indent += 1
+        one = self.fresh("one")
+        self.w(f"{one} = tensor.from_elements {x} : tensor<1x{p.dtype}>")
+        self.w(f"iree_tensor_ext.dispatch.tensor.store {one}, {self.binding[id(p)]}, offsets = [{oi}], "
+               f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
+        if mask is not None:
+            self.indent -= 1
+            self.w("}")
+        for _ in shape:
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")

@@ -1,0 +1,300 @@
+"""The module and dispatch skeleton: the host function and its ABI, one
+`flow.dispatch.workgroups` per kernel, programs per workgroup, the full-tile version of a
+program, and the walk over the tile program's ops."""
+from __future__ import annotations
+
+import re
+
+from .. import tile as t
+from ..analysis import GatherAccess, StructuredAccess
+from .values import _CHEAP_OPS, EmitterBase, _LinalgOp, _Tensor
+
+class ModuleEmitter(EmitterBase):
+    """The host function, the dispatch, and the program body."""
+
+    def module(self) -> str:
+        k = self.k
+        args, host_operands, host_types, region_args = [], [], [], []
+        out_index = {id(p): i for i, p in enumerate(self.written)}
+        for p in k.params:
+            if p.is_buffer:
+                attr = f" {{iree.abi.output = {out_index[id(p)]} : index}}" if id(p) in out_index else ""
+                args.append(f"%{p.name}_{p.index}: tensor<?x{p.dtype}>{attr}")
+            else:
+                args.append(f"%{p.name}_{p.index}: {p.dtype}")
+        args += ["%grid_x: i32", "%grid_y: i32", "%grid_z: i32"]
+        args += [f"%{b.name}_{b.index}: i64" for b in k.base_offsets]
+        results = [f"tensor<?x{p.dtype}>" for p in self.written]
+        self.w(f"func.func @{k.name}({', '.join(args)}) -> ({', '.join(results)}) {{")
+        self.indent += 1
+        c0 = self.fresh("c")
+        self.w(f"{c0} = arith.constant 0 : index")
+        dims = {}
+        for p in k.buffers:
+            d = self.fresh("len")
+            self.w(f"{d} = tensor.dim %{p.name}_{p.index}, {c0} : tensor<?x{p.dtype}>")
+            dims[id(p)] = d
+        wl = []
+        for axis in "xyz":
+            g = self.fresh("wg")
+            self.w(f"{g} = arith.index_castui %grid_{axis} : i32 to index")
+            wl.append(g)
+        if self.options.max_workgroups:
+            per = self._programs_per_workgroup(*wl)
+            n = self.fresh("wg")
+            self.w(f"{n} = arith.ceildivui {wl[0]}, {per} : index")
+            wl[0] = n
+        for p in k.params:
+            host_operands.append(f"%{p.name}_{p.index}")
+            if p.is_buffer:
+                host_types.append(f"tensor<?x{p.dtype}>{{{dims[id(p)]}}}")
+                mode = "readwrite" if id(p) in self.written_ids else "readonly"
+                region_args.append(f"%b{p.index}: !iree_tensor_ext.dispatch.tensor<{mode}:tensor<?x{p.dtype}>>")
+                self.binding[id(p)] = f"%b{p.index}"
+            else:
+                host_types.append(p.dtype)
+                region_args.append(f"%s{p.index}: {p.dtype}")
+        for axis in "xyz":
+            host_operands.append(f"%grid_{axis}")
+            host_types.append("i32")
+            region_args.append(f"%n{axis}: i32")
+        for b in k.base_offsets:
+            host_operands.append(f"%{b.name}_{b.index}")
+            host_types.append("i64")
+            region_args.append(f"%s{b.index}: i64")
+        for p in k.buffers:
+            host_operands.append(dims[id(p)])
+            host_types.append("index")
+            region_args.append(f"%l{p.index}: index")
+            self.buf_len[id(p)] = f"%l{p.index}"
+        tied = [f"%{p.name}_{p.index}{{{dims[id(p)]}}}" for p in self.written]
+        res = self.fresh("r") if self.written else None
+        lhs = f"{res}:{len(self.written)} = " if len(self.written) > 1 else (f"{res} = " if res else "")
+        self.w(f"{lhs}flow.dispatch.workgroups[{', '.join(wl)}]({', '.join(host_operands)}) : "
+               f"({', '.join(host_types)}) -> ({', '.join(tied)}) =")
+        self.w(f"    ({', '.join(region_args)}) {{")
+        self.indent += 2
+        self.scopes.append({"__isolated__": True})   # the dispatch region sees nothing above
+        self._dispatch_body()
+        self.scopes.pop()
+        self.w("flow.return")
+        self.indent -= 2
+        self.w("} count(%cx: index, %cy: index, %cz: index) -> (index, index, index) {")
+        self.w("  flow.return %cx, %cy, %cz : index, index, index")
+        self.w("}")
+        if len(self.written) > 1:
+            rets = ", ".join(f"{res}#{i}" for i in range(len(self.written)))
+        else:
+            rets = res or ""
+        self.w(f"return {rets} : {', '.join(results)}" if self.written else "return")
+        self.indent -= 1
+        self.w("}")
+        return self._configure("\n".join(self.lines) + "\n")
+
+    def _config_slot(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
+                     elt_bytes: int, math: bool = False) -> str:
+        """A placeholder for the attributes of a linalg op, filled in by `_configure`."""
+        self.linalg_ops.append(_LinalgOp(kind, tuple(loops), tuple(iterators), elt_bytes,
+                                         self.loop_depth, self.full_version, math))
+        return f"\u00a7{len(self.linalg_ops) - 1}\u00a7"
+
+    def _configure(self, text: str) -> str:
+        tiling = self.options.cpu_tiling
+        ops = self.linalg_ops
+        attrs = [""] * len(ops)
+        candidates = [i for i, o in enumerate(ops) if o.loops]
+        if tiling is not None and any(o.kind == "matmul" for o in ops):
+            root = max(candidates, key=lambda i: (ops[i].heat(), -i))
+            for i in candidates:
+                o = ops[i]
+                cfg = tiling.lowering_config(o.kind, o.loops, o.iterators, o.elt_bytes, o.math)
+                attrs[i] = (f"compilation_info = {tiling.compilation_info(cfg)}" if i == root
+                            else f"lowering_config = {cfg}")
+
+        def sub(m) -> str:
+            a = attrs[int(m.group(2))]
+            if m.group(1):      # inside an attribute dictionary that continues
+                return f"{a}, " if a else ""
+            return f"{{{a}}} " if a else ""
+
+        return re.sub("(\\{)?\u00a7(\\d+)\u00a7", lambda m: (m.group(1) or "") + sub(m), text)
+
+    def _programs_per_workgroup(self, gx: str, gy: str, gz: str) -> str:
+        """max(1, ceil(gx / max(1, MAX / (gy * gz)))): programs along axis 0 per workgroup."""
+        yz = self._binop("arith.muli", gy, gz)
+        yz = self._binop("arith.maxui", yz, self.idx(1))
+        along_x = self._binop("arith.divui", self.idx(self.options.max_workgroups), yz)
+        along_x = self._binop("arith.maxui", along_x, self.idx(1))
+        per = self._binop("arith.ceildivui", gx, along_x)
+        return self._binop("arith.maxui", per, self.idx(1))
+
+    def _dispatch_body(self) -> None:
+        for p in self.k.scalars + self.k.base_offsets:
+            self.bind(("s", p.value.id), f"%s{p.index}")
+        gathered = {id(op.buffer): op.buffer for op in self.k.walk()
+                    if isinstance(op, t.Load) and isinstance(self.facts.access(op), GatherAccess)}
+        for p in gathered.values():
+            if id(p) not in self.written_ids:
+                self.full_buffer[id(p)] = self._full_buffer(p)
+        if not self.options.max_workgroups:
+            self._program()
+            return
+        # This workgroup runs programs [wid * per, min((wid + 1) * per, gx)) along axis 0.
+        grid = []
+        for axis in "xyz":
+            g = self.fresh("n")
+            self.w(f"{g} = arith.index_castui %n{axis} : i32 to index")
+            grid.append(g)
+        per = self._programs_per_workgroup(*grid)
+        wid = self.fresh("wid")
+        self.w(f"{wid} = flow.dispatch.workgroup.id[0] : index")
+        lo = self._binop("arith.muli", wid, per)
+        hi = self._binop("arith.minui", self._binop("arith.addi", lo, per), grid[0])
+        iv = self.fresh("prog")
+        self.w(f"scf.for {iv} = {lo} to {hi} step {self.idx(1)} {{")
+        self.indent += 1
+        self.scopes.append({})
+        self.program_x = iv
+        self._program()
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("}")
+
+    def _program(self) -> None:
+        """The body of one Triton program.
+
+        Full-tile version: where every masked access the version plan covers is wholly in
+        bounds (conditions at program entry), a copy of the body with static, unmasked slices
+        runs; otherwise the masked one. Masked vector loads and stores are several times slower
+        on some CPUs. Inside the full version, loops whose masks move with the induction
+        variable run their full iterations unmasked, then the rest masked; and 2-D loads whose
+        slab fits the buffer read it in place (`_slab_load`).
+        """
+        plan = self.facts.plan
+        self.slab_able = {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
+        slabs = self._slab_candidates(True)
+        if not plan and not slabs:
+            self._block(self.k.body)
+            return
+        for op in self.k.body.ops:
+            if op.results and not op.results[0].is_tile and op.results[0].id in self.facts.entry \
+                    and self._needed(op):
+                self._op(op)
+        conds = [self._bound_value(b) for b in plan.top]
+        for op, acc, outer, inner in slabs:
+            conds += self._slab_conditions(op, acc, outer, inner)
+        self.slab_ok = {id(s[0]) for s in slabs}
+        pred = self._and(conds)
+        for branch in ((True, False) if pred is not None else (True,)):
+            if pred is not None:
+                self.w(f"scf.if {pred} {{" if branch else "} else {")
+                self.indent += 1
+            self.scopes.append({})
+            self.full_version = branch
+            self.assume_full = set(plan.full) if branch else set()
+            self._block(self.k.body)
+            self.scopes.pop()
+            if pred is not None:
+                self.indent -= 1
+        if pred is not None:
+            self.w("}")
+        self.full_version = False
+        self.assume_full = set()
+
+    def _bound_value(self, b) -> str:
+        if b.value is not None:
+            return self.scalar(b.value)
+        return self._cmp("sle", self.poly(b.poly), self.idx(0))
+
+    def _count_uses(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        live = self.facts.live
+        for op in self.k.walk():
+            if isinstance(op, (t.Load, t.Store)):
+                acc = self.facts.access(op)
+                needed = [op.value] if isinstance(op, t.Store) else []
+                if isinstance(acc, GatherAccess):
+                    needed += [v for v in (op.offsets, op.mask, getattr(op, "other", None)) if v is not None]
+                if isinstance(op, t.Load) and op.result.id not in live:
+                    needed = []
+            elif any(r.id in live for r in op.results) or id(op) in self.facts.live_ops:
+                needed = op.operands()
+            else:
+                needed = []
+            for v in {v.id: v for v in needed}.values():   # x * x is one use of x
+                counts[v.id] = counts.get(v.id, 0) + 1
+            for r in op.regions():
+                for y in r.yields:
+                    counts[y.id] = counts.get(y.id, 0) + 1
+        return counts
+
+    def _is_leaf(self, v: t.Value) -> bool:
+        op = v.owner
+        if not isinstance(op, t.Op):
+            return True
+        if isinstance(op, t.Load):
+            if isinstance(self.facts.access(op), StructuredAccess):
+                return True
+            return self._use_counts.get(v.id, 0) > 1 or id(op.buffer) in self.written_ids
+        if isinstance(op, _CHEAP_OPS):
+            return False
+        if isinstance(op, t.Elementwise):
+            return self._use_counts.get(v.id, 0) > 1 and t.is_float(v.dtype)
+        return True
+
+    def _block(self, block: t.Block) -> None:
+        for op in block.ops:
+            if self._needed(op):
+                self._op(op)
+
+    def _needed(self, op: t.Op) -> bool:
+        if isinstance(op, t.Store):
+            return True
+        if isinstance(op, (t.For, t.If)):
+            return id(op) in self.facts.live_ops
+        return any(r.id in self.facts.live for r in op.results)
+
+    def _op(self, op: t.Op) -> None:
+        structural = {t.Store: self._store, t.For: self._for, t.If: self._if, t.Reduce: self._reduce,
+                      t.Dot: self._dot}.get(type(op))
+        if structural is not None:
+            structural(op)
+            return
+        v = op.results[0]
+        if not v.is_tile:
+            if self.lookup(("s", v.id)) is None:
+                self.bind(("s", v.id), self._scalar_op(op))
+            return
+        if isinstance(op, t.Load) and isinstance(self.facts.access(op), StructuredAccess):
+            self._structured_load(op, self.facts.access(op))
+            return
+        if isinstance(op, t.Load) and id(op) in self.snapshots:    # a gather
+            self.snapshotting = True
+            self._bind_load(v, _Tensor(self.tensor(v), tuple(range(len(v.shape))), v.type.mlir()), True)
+            return
+        if isinstance(op, t.Reshape):
+            self._reshape(op)
+            return
+        if self._is_leaf(v):
+            self.tensor(v)
+
+    def _scalar_op(self, op: t.Op) -> str:
+        v = op.result
+        if isinstance(op, t.Constant):
+            return self.const(op.value, v.dtype)
+        if isinstance(op, t.ProgramId):
+            if op.axis == 0 and self.program_x is not None:
+                i = self.program_x
+            else:
+                i = self.fresh("wid")
+                self.w(f"{i} = flow.dispatch.workgroup.id[{op.axis}] : index")
+            r = self.fresh("pid")
+            self.w(f"{r} = arith.index_castui {i} : index to i32")
+            return r
+        if isinstance(op, t.NumPrograms):
+            return f"%n{'xyz'[op.axis]}"
+        if isinstance(op, t.Elementwise):
+            return self._elementwise(op, [self.scalar(a) for a in op.args], self.w)
+        if isinstance(op, t.Load):
+            return self._scalar_load(op)
+        raise self.err(f"unsupported scalar op {op.name}", op)

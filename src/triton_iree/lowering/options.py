@@ -1,0 +1,24 @@
+"""Per-target choices of the emitter."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .targets.cpu import CpuTiling
+
+
+@dataclass(frozen=True)
+class EmitOptions:
+    """Per-target choices of the emitter.
+
+    max_workgroups: run several Triton programs (consecutive along axis 0) in one IREE
+    workgroup so that there are at most about this many workgroups. Each workgroup costs the
+    CPU executor a task; one program per task is too fine for small blocks. None (GPUs): one
+    program per workgroup.
+    cpu_tiling: per-op lowering configs for llvm-cpu (None: IREE's defaults).
+    may_alias: pointer arguments may share memory (see `memory_order`).
+    """
+    max_workgroups: Optional[int] = None
+    cpu_tiling: Optional[CpuTiling] = None
+    may_alias: bool = False

@@ -1,0 +1,1 @@
+"""Per-target lowering choices, one module a target family."""

@@ -1,0 +1,102 @@
+"""llvm-cpu: per-op vector tile sizes (`CpuTiling`), the host's vector width, and the
+emitter options for the CPU."""
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+
+from ..options import EmitOptions
+
+
+def _fit(n: int, want: int) -> int:
+    """The largest power of two that divides `n` and is at most `want` (at least 1)."""
+    t = 1
+    while t * 2 <= want and n % (t * 2) == 0:
+        t *= 2
+    return t
+
+
+
+@dataclass(frozen=True)
+class CpuTiling:
+    """Vector tile sizes for IREE's llvm-cpu codegen, set per linalg op.
+
+    Left to itself, IREE configures one root op per dispatch (and what it can fuse with it);
+    every other linalg op is vectorized whole: a 64x64x64 matmul becomes one huge vector
+    contraction (slow code, seconds of compile time, large stacks). So the emitter gives every
+    linalg op a `lowering_config` and exactly one of them (the root, see `_LinalgOp.heat`) the
+    `compilation_info` that carries the dispatch's translation_info. Two compilation_infos in a
+    dispatch are an error; bare lowering_configs whose root was folded away are too.
+
+    vector_bytes: the native vector register width (matmul accumulators, reductions).
+    elementwise_bytes: the vector width of elementwise ops and fills.
+    matmul_rows, matmul_vectors: the matmul micro-tile: rows x (vectors x native vector) of the
+      accumulator, the K loop one step at a time.
+
+    Only dispatches with a matmul are configured, and the root is a matmul. IREE rewrites
+    linalg.generic ops of a dispatch (collapsing dimensions, fusing producers into consumers)
+    and the rewritten ops lose their attributes; when the root's compilation_info is lost and
+    other lowering_configs remain, configuration fails. Named matmuls keep theirs. Dispatches
+    without a matmul are left to IREE's own heuristics: per-op configs measured no better on
+    softmax and layer norm; vector add gained a little (8-wide f32), not worth failed compiles.
+    """
+    vector_bytes: int = 64
+    elementwise_bytes: int = 32
+    matmul_rows: int = 8
+    matmul_vectors: int = 2
+
+    def tile_sizes(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
+                   elt_bytes: int, math: bool = False) -> tuple[list[int], list[int]]:
+        """(vector_common_parallel, vector_reduction) tile sizes of one op. Elementwise ops
+        that call math functions (or divide) use native vectors, others `elementwise_bytes`."""
+        rank = len(loops)
+        if kind == "matmul":
+            m, n, _ = loops
+            vec = max(1, self.vector_bytes // elt_bytes)
+            return ([_fit(m, self.matmul_rows), _fit(n, self.matmul_vectors * vec), 0], [0, 0, 1])
+        if "reduction" not in iterators:
+            par = [1] * rank
+            width = self.vector_bytes if math else self.elementwise_bytes
+            par[-1] = _fit(loops[-1], max(1, width // elt_bytes))
+            return par, []
+        par = [1 if it == "parallel" else 0 for it in iterators]
+        red = [1 if it == "reduction" else 0 for it in iterators]
+        last = _fit(loops[-1], max(1, self.vector_bytes // elt_bytes))
+        (red if iterators[-1] == "reduction" else par)[-1] = last
+        return par, red
+
+    def lowering_config(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
+                        elt_bytes: int, math: bool = False) -> str:
+        par, red = self.tile_sizes(kind, loops, iterators, elt_bytes, math)
+        fields = [f"distribution = [{', '.join('0' for _ in loops)}]",
+                  f"vector_common_parallel = [{', '.join(map(str, par))}]"]
+        if red:
+            fields.append(f"vector_reduction = [{', '.join(map(str, red))}]")
+        return f"#iree_cpu.lowering_config<{', '.join(fields)}>"
+
+    @staticmethod
+    def compilation_info(lowering_config: str) -> str:
+        return (f"#iree_codegen.compilation_info<lowering_config = {lowering_config}, translation_info = "
+                f"#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<DoubleTilingExpert>>>")
+
+
+
+def host_vector_bytes() -> int:
+    """The widest vector registers of this CPU that IREE targets with --iree-llvmcpu-target-cpu=host."""
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64"):
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((ln for ln in f if ln.startswith("flags")), "").split()
+        except OSError:
+            flags = []
+        return 64 if "avx512f" in flags else 32 if "avx2" in flags else 16
+    return 16
+
+
+
+def cpu_options() -> EmitOptions:
+    vec = host_vector_bytes()
+    return EmitOptions(max_workgroups=max(128, 8 * (os.cpu_count() or 1)),
+                       cpu_tiling=CpuTiling(vector_bytes=vec, elementwise_bytes=min(32, vec)))

@@ -1,0 +1,246 @@
+"""The emitter's state and its MLIR text helpers: names, constants, scalars, index arithmetic
+over the analyses' polynomials, and the small records the other modules share."""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import tile as t
+from ..analysis import Carried, Cond, Facts, Poly
+from ..errors import UnsupportedError
+from ..memory_order import snapshot_loads
+from .options import EmitOptions
+
+_INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi",
+             "arith.floordivsi"}
+# Ops recomputed inside each consumer rather than read from a materialized tensor.
+_CHEAP_OPS = (t.Constant, t.Splat, t.MakeRange, t.Broadcast, t.ExpandDims, t.Trans)
+# bf16 ops that IREE's bf16-as-f32 emulation gets right: no rounding involved.
+_BF16_EXACT = {"arith.select", "arith.bitcast", "arith.extf"}
+_CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.extf", "arith.truncf",
+          "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
+
+
+def _float_literal(x: float, dtype: str) -> str:
+    if math.isnan(x) or math.isinf(x):
+        if dtype == "f64":
+            return "0x%016X" % struct.unpack("<Q", struct.pack("<d", x))[0]
+        bits = struct.unpack("<I", struct.pack("<f", x))[0]
+        if dtype == "f32":
+            return "0x%08X" % bits
+        if dtype == "bf16":
+            return "0x%04X" % (bits >> 16)
+        if dtype == "f16":
+            return {"inf": "0x7C00", "-inf": "0xFC00"}.get(repr(x), "0x7E00")
+        raise UnsupportedError(f"non-finite constant of type {dtype}")
+    return repr(float(x))
+
+
+def literal(value, dtype: str) -> str:
+    if dtype == "i1":
+        return "true" if value else "false"
+    if t.is_float(dtype):
+        return _float_literal(float(value), dtype)
+    return str(int(value))
+
+
+def _bytes(dtype: str) -> int:
+    return max(1, t.bitwidth(dtype) // 8) if dtype in t.INT_TYPES + t.FLOAT_TYPES else 8
+
+
+@dataclass
+class _Tensor:
+    """A materialized tile: an SSA tensor over some of the value's dims (the others are size 1
+    or broadcast, and are implied)."""
+    name: str
+    dims: tuple[int, ...]
+    type: str
+
+
+@dataclass
+class _LinalgOp:
+    """A linalg op of the dispatch, for choosing its lowering config."""
+    kind: str                      # matmul | generic | fill
+    loops: tuple[int, ...]         # static loop ranges
+    iterators: tuple[str, ...]
+    elt_bytes: int                 # widest element (the accumulator for a matmul)
+    depth: int                     # kernel loops around it
+    full: bool                     # in the full-tile version of the program
+    math: bool = False             # its body calls math functions or divides
+
+    def heat(self) -> tuple:
+        n = 1
+        for x in self.loops:
+            n *= x
+        # Outside the full-tile version first: IREE may fold that version away (its predicate
+        # can be false for every program), and the root must survive. Tiling does not depend
+        # on which op is the root: every op follows its own lowering_config.
+        return (self.kind == "matmul", self.depth, not self.full, "reduction" in self.iterators, n)
+
+
+@dataclass
+class _Body:
+    """A linalg region under construction: ops are buffered until the inputs are known."""
+    nloops: int
+    lines: list[str] = field(default_factory=list)
+    ins: list[tuple[str, str, str, str, str]] = field(default_factory=list)  # name, type, map, arg, elt
+    memo: dict = field(default_factory=dict)
+
+
+class EmitterBase():
+    """State shared by every part of the emitter, and its text helpers."""
+
+    def __init__(self, kernel: t.Kernel, facts: Facts, options: EmitOptions = EmitOptions()):
+        self.k = kernel
+        self.facts = facts
+        self.options = options
+        self.lines: list[str] = []
+        self.indent = 0
+        self.counter = 0
+        self.scopes: list[dict] = [{}]
+        self.written = kernel.stored_buffers()
+        self.written_ids = {id(p) for p in self.written}
+        self.binding: dict[int, str] = {}
+        self.buf_len: dict[int, str] = {}
+        self.full_buffer: dict[int, str] = {}
+        self._use_counts = self._count_uses()
+        self._uses = t.uses(kernel)
+        self.assume_full: set[int] = set()      # accesses emitted unmasked here
+        self.full_version = False               # emitting the full-tile version of the program
+        self.slab_ok: set[int] = set()          # loads whose slab conditions the version checks
+        self.slab_able: dict[int, tuple[int, int]] = {}   # id(load) -> (outer, inner) dims
+        self.loop_depth = 0
+        self.linalg_ops: list[_LinalgOp] = []
+        self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
+        self.snapshots = snapshot_loads(kernel, facts, options.may_alias)
+        self.snapshotting = False               # emitting a load in `snapshots`
+
+    def fresh(self, hint: str = "v") -> str:
+        self.counter += 1
+        return f"%{hint}{self.counter}"
+
+    def w(self, line: str) -> None:
+        self.lines.append("  " * self.indent + line)
+
+    def lookup(self, key):
+        for s in reversed(self.scopes):
+            if key in s:
+                return s[key]
+            if "__isolated__" in s:
+                break
+        return None
+
+    def bind(self, key, val) -> None:
+        self.scopes[-1][key] = val
+
+    def err(self, msg: str, op: t.Op | None = None) -> UnsupportedError:
+        return UnsupportedError(msg, kernel=self.k.name, loc=getattr(op, "loc", "") or None)
+
+    def const(self, value, dtype: str) -> str:
+        key = ("const", dtype, repr(value))
+        name = self.lookup(key)
+        if name is None:
+            name = self.fresh("c")
+            self.w(f"{name} = arith.constant {literal(value, dtype)} : {dtype}")
+            self.bind(key, name)
+        return name
+
+    def idx(self, n: int) -> str:
+        return self.const(n, "index")
+
+    def buf_type(self, p: t.Param) -> str:
+        mode = "readwrite" if id(p) in self.written_ids else "readonly"
+        return f"!iree_tensor_ext.dispatch.tensor<{mode}:tensor<?x{p.dtype}>>{{{self.buf_len[id(p)]}}}"
+
+    def scalar(self, v: t.Value) -> str:
+        name = self.lookup(("s", v.id))
+        if name is None:
+            op = v.owner
+            if isinstance(op, t.Constant) and not v.is_tile:
+                return self.const(op.value, v.dtype)
+            raise AssertionError(f"scalar {v} used before it was emitted")
+        return name
+
+    def atom_index(self, a) -> str:
+        if isinstance(a, Carried):
+            name = self.lookup(a.key())
+            assert name is not None, f"carried offset {a} not in scope"
+            return name
+        key = ("idx", a.id)
+        name = self.lookup(key)
+        if name is None:
+            s = self.scalar(a)
+            if a.dtype == "index":
+                return s
+            name = self.fresh("i")
+            self.w(f"{name} = arith.index_cast {s} : {a.dtype} to index")
+            self.bind(key, name)
+        return name
+
+    def poly(self, p: Poly) -> str:
+        if p.is_const:
+            return self.idx(p.const_value)
+        key = ("poly", tuple(sorted(p.terms.items())))
+        name = self.lookup(key)
+        if name is None:
+            name = self._poly(p)
+            self.bind(key, name)
+        return name
+
+    def _poly(self, p: Poly) -> str:
+        acc = None
+        for mono, c in sorted(p.terms.items(), key=repr):
+            term = None
+            for k in mono:
+                a = self.atom_index(p.atoms[k])
+                if term is None:
+                    term = a
+                else:
+                    n = self.fresh("i")
+                    self.w(f"{n} = arith.muli {term}, {a} : index")
+                    term = n
+            if term is None:
+                term = self.idx(c)
+            elif c != 1:
+                n = self.fresh("i")
+                self.w(f"{n} = arith.muli {term}, {self.idx(c)} : index")
+                term = n
+            if acc is None:
+                acc = term
+            else:
+                n = self.fresh("i")
+                self.w(f"{n} = arith.addi {acc}, {term} : index")
+                acc = n
+        return acc
+
+    def _binop(self, op: str, a: str, b: str, ty: str = "index") -> str:
+        r = self.fresh("i")
+        self.w(f"{r} = {op} {a}, {b} : {ty}")
+        return r
+
+    def _and(self, conds: list[str]) -> Optional[str]:
+        acc = None
+        for c in dict.fromkeys(conds):
+            acc = c if acc is None else self._binop("arith.andi", acc, c, "i1")
+        return acc
+
+    def _cmp(self, pred: str, a: str, b: str, ty: str = "index") -> str:
+        key = ("cmp", pred, a, b, ty)
+        r = self.lookup(key)
+        if r is None:
+            r = self.fresh("p")
+            self.w(f"{r} = arith.cmpi {pred}, {a}, {b} : {ty}")
+            self.bind(key, r)
+        return r
+
+    def _select_index(self, cond: str, a: str, b: str) -> str:
+        r = self.fresh("i")
+        self.w(f"{r} = arith.select {cond}, {a}, {b} : index")
+        return r
+
+    def _cond_value(self, c: Cond) -> str:
+        if c.kind == "val":
+            return self.scalar(c.value)
+        return self._cmp("slt", self.poly(c.poly), self.idx(0))
