@@ -5,7 +5,7 @@ import mmap
 
 import torch
 
-from triton_iree import analysis, emit, frontend, reader
+from triton_iree import analysis, frontend, lowering, reader
 
 import kernels as K
 
@@ -28,7 +28,7 @@ def add_program(block=1024):
 
 def facts_and_module(kernel):
     facts = analysis.analyze(kernel)
-    return facts, emit.emit_module(kernel, facts)
+    return facts, lowering.emit_module(kernel, facts)
 
 
 def assert_fp16_rounding_of(c, ref32):

@@ -64,7 +64,7 @@ MUTATIONS = [
              ("tests/test_backend.py::test_on_disk_cache_is_reused_and_invalidated_by_kernel_and_backend_changes",
               "tests/test_backend.py::test_backend_hash_covers_sources_version_and_cpu")),
     # The slab length check (rows * stride <= len) deleted: a read past the buffer's last row.
-    Mutation("no-slab-length-check", "emit.py",
+    Mutation("no-slab-length-check", "lowering/memory.py",
              '        conds.append(self._cmp("sle", span, self.buf_len[id(op.buffer)]))\n', "",
              ("tests/test_emit.py::test_every_slice_of_a_2d_load_is_inside_its_buffer",
               "tests/test_kernels.py::test_2d_load_rows_overlapping_or_ending_the_buffer")),
@@ -78,11 +78,11 @@ MUTATIONS = [
              ("tests/test_kernels.py::test_vector_add_strided_views",
               "tests/test_runtime.py::test_launch_imports_the_tensors_own_memory_and_allocates_nothing")),
     # The branches of a runtime `if` swapped.
-    Mutation("if-branches-swapped", "emit.py", "for bi, blk in enumerate((op.then, op.otherwise)):",
+    Mutation("if-branches-swapped", "lowering/control.py", "for bi, blk in enumerate((op.then, op.otherwise)):",
              "for bi, blk in enumerate((op.otherwise, op.then)):",
              ("tests/test_kernels.py::test_runtime_if",)),
     # A peeled K loop running one iteration too many unmasked.
-    Mutation("peel-one-iteration-late", "emit.py", 's = self._binop("arith.addi", s, self.idx(1))',
+    Mutation("peel-one-iteration-late", "lowering/control.py", 's = self._binop("arith.addi", s, self.idx(1))',
              's = self._binop("arith.addi", s, self.idx(2))',
              ("tests/test_kernels.py::test_matmul_stepped_k_loop", "tests/test_kernels.py::test_matmul_block_edges")),
     # tl.trans read as the identity permutation.

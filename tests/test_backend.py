@@ -140,7 +140,7 @@ def test_on_disk_cache_is_reused_and_invalidated_by_kernel_and_backend_changes(t
     assert run("+ 1") == (True, 1, 4.0)           # lowered and compiled
     assert run("+ 1") == (False, 0, 4.0)          # Triton's cache
     assert run("* 3") == (True, 1, 9.0)           # the kernel changed
-    with open(pkg / "emit.py", "a") as f:
+    with open(pkg / "analysis.py", "a") as f:
         f.write("\n# a change to the lowering\n")
     lowered, _, value = run("* 3")
     assert lowered and value == 9.0               # the backend changed

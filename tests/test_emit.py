@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from triton_iree import emit
+from triton_iree import lowering
 
 from helpers import add_program, edge_sizes, facts_and_module
 
@@ -10,7 +10,7 @@ from helpers import add_program, edge_sizes, facts_and_module
 def test_module_abi_and_dispatch_form():
     k = add_program(1024)
     _, text = facts_and_module(k)
-    emit.verify(text, k.name)
+    lowering.verify(text, k.name)
     sig = re.search(r"func\.func @add_kernel\((.*)\) -> \((.*)\) \{", text)
     args, results = sig.group(1), sig.group(2)
     assert args.count("tensor<?xf32>") == 3
@@ -33,17 +33,17 @@ def _matmul_module(options, **consts):
     from helpers import MATMUL_CONSTS, MATMUL_SIG, tile_program
     import kernels as K
     k = tile_program(K.matmul_kernel, MATMUL_SIG, {**MATMUL_CONSTS, **consts})
-    text = emit.lower(k, options)
+    text = lowering.lower(k, options)
     return text
 
 
 def test_cpu_lowering_configs_one_root_on_a_matmul():
-    text = _matmul_module(emit.EmitOptions(max_workgroups=128, cpu_tiling=emit.CpuTiling()),
+    text = _matmul_module(lowering.EmitOptions(max_workgroups=128, cpu_tiling=lowering.CpuTiling()),
                           BLOCK_M=64, BLOCK_N=64, BLOCK_K=64)
     assert text.count("#iree_codegen.compilation_info") == 1
     root = next(ln for ln in text.splitlines() if "compilation_info" in ln)
     assert "linalg.matmul" in root and "DoubleTilingExpert" in root
-    par, red = emit.CpuTiling().tile_sizes("matmul", (64, 64, 64), ("parallel", "parallel", "reduction"), 4)
+    par, red = lowering.CpuTiling().tile_sizes("matmul", (64, 64, 64), ("parallel", "parallel", "reduction"), 4)
     assert f"vector_common_parallel = {par}, vector_reduction = {red}" in root
     for ln in text.splitlines():
         if "linalg." in ln and " = linalg." in ln and "linalg.index" not in ln:
@@ -57,15 +57,15 @@ def test_no_lowering_configs_without_a_matmul_or_cpu_tiling():
     _, text = facts_and_module(add_program(1024))
     assert "lowering_config" not in text
     k = add_program(1024)
-    assert "lowering_config" not in emit.lower(k, emit.cpu_options())
-    assert "lowering_config" not in _matmul_module(emit.EmitOptions())
+    assert "lowering_config" not in lowering.lower(k, lowering.cpu_options())
+    assert "lowering_config" not in _matmul_module(lowering.EmitOptions())
 
 
 def test_matmul_full_version_form():
     # Full version: the K loop is split at the peel point into its full iterations, which load
     # in place without masking (no transfers, no row loops, no tiles filled with `other`), and
     # the tail; the masked version follows. (What the loops compute is checked by running them.)
-    text = _matmul_module(emit.EmitOptions(cpu_tiling=emit.CpuTiling()))
+    text = _matmul_module(lowering.EmitOptions(cpu_tiling=lowering.CpuTiling()))
     full, masked = text.split("} else {", 1)
     loops = [ln for ln in full.splitlines() if "scf.for %iv" in ln]
     assert len(loops) == 2
@@ -207,7 +207,7 @@ def _window_module():
     from helpers import tile_program
     sig = dict(x_ptr="*fp32", out_ptr="*fp32", R="i32", C="i32", stride="i32", BLOCK_R="constexpr",
                BLOCK_C="constexpr")
-    return emit.lower(tile_program(K.window_kernel, sig, dict(BLOCK_R=8, BLOCK_C=16)), emit.cpu_options())
+    return lowering.lower(tile_program(K.window_kernel, sig, dict(BLOCK_R=8, BLOCK_C=16)), lowering.cpu_options())
 
 
 @pytest.mark.parametrize("R,C,stride,n", [(8, 16, 20, 7 * 20 + 16), (16, 32, 40, 15 * 40 + 32), (40, 50, 64, 39 * 64 + 50),
@@ -226,7 +226,7 @@ def test_every_slice_of_a_2d_load_is_inside_its_buffer(R, C, stride, n):
 
 @pytest.mark.parametrize("lead", [0, 5])
 def test_every_slice_of_vector_add_is_inside_its_buffer(lead):
-    text = emit.lower(add_program(256), emit.cpu_options())
+    text = lowering.lower(add_program(256), lowering.cpu_options())
     for n in edge_sizes(256):
         bounds = _SliceBounds()
         assert bounds.run(text, [n + lead] * 3 + [n, -(-n // 256), 1, 1] + [lead] * 3) == [], n
