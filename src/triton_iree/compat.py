@@ -5,18 +5,17 @@ import triton
 from triton._C.libtriton import passes
 from triton.runtime import jit
 
-
 VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2])
-
-# Block pointers (`tl.make_block_ptr`, `tl.advance`): Triton 3.6 builds tt.make_tensor_ptr /
-# tt.advance and rewrites them into pointer tensors in its 'ttir' stage; later versions removed
-# block pointers from the language and that pass with them.
-HAS_BLOCK_POINTERS = hasattr(passes.ttir, "add_rewrite_tensor_pointer")
 
 
 def add_block_pointer_rewrite(pm) -> None:
-    """Adds Triton's rewrite of block pointers into pointer tensors, where the version has it."""
-    if HAS_BLOCK_POINTERS:
+    """Adds Triton's rewrite of block pointers into pointer tensors, where the version has it.
+
+    Block pointers (`tl.make_block_ptr`, `tl.advance`): Triton 3.6 builds tt.make_tensor_ptr /
+    tt.advance and rewrites them in its 'ttir' stage; 3.7 and 3.8 build them as plain pointer
+    arithmetic and dropped the pass; 3.9 removed block pointers from the language.
+    """
+    if hasattr(passes.ttir, "add_rewrite_tensor_pointer"):
         passes.ttir.add_rewrite_tensor_pointer(pm)
 
 
