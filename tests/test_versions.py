@@ -85,7 +85,7 @@ def test_inserted_unit_dims():
 
 
 @ignore_block_ptr_deprecation
-def test_ttir_of_loops_dots_and_reductions_is_generic():
+def test_ttir_of_loops_dots_and_block_pointers_is_generic():
     # generic_text raises unless Triton's printer produced generic form for every op.
     for fn, sig, consts in [(K.matmul_kernel, MATMUL_SIG, MATMUL_CONSTS),
                             (block_ptr_rows_plus_one if compat.VERSION < (3, 9) else reshape_index_copy,
