@@ -538,6 +538,10 @@ class _Analyzer:
                     mark(op.lb), mark(op.ub), mark(op.step)
                 elif isinstance(op, t.If):
                     mark(op.cond)
+                elif isinstance(op, t.While):
+                    # The condition reads the carried values: all of them run.
+                    for v in (*op.inits, *op.before.yields, *op.after.yields):
+                        mark(v)
                 op = parents[id(op)]
 
         for op in self.kernel.walk():

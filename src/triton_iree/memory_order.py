@@ -39,17 +39,17 @@ class _Order:
     def __init__(self, kernel: t.Kernel):
         self.pos: dict[int, int] = {}      # id(op) -> preorder position
         self.end: dict[int, int] = {}      # id(op) -> last position inside its regions
-        self.loops: dict[int, tuple[t.For, ...]] = {}   # id(op) -> loops around it
+        self.loops: dict[int, tuple[t.Op, ...]] = {}   # id(op) -> loops (for, while) around it
         n = 0
 
-        def visit(b: t.Block, loops: tuple[t.For, ...]) -> None:
+        def visit(b: t.Block, loops: tuple[t.Op, ...]) -> None:
             nonlocal n
             for op in b.ops:
                 self.pos[id(op)] = n
                 self.loops[id(op)] = loops
                 n += 1
                 for r in op.regions():
-                    visit(r, loops + (op,) if isinstance(op, t.For) else loops)
+                    visit(r, loops + (op,) if isinstance(op, (t.For, t.While)) else loops)
                 self.end[id(op)] = n - 1
 
         visit(kernel.body, ())
@@ -69,7 +69,7 @@ def _derived(load: t.Load, uses: dict[int, list[t.Op]]):
     loops that carry such a value across iterations."""
     seen: set[int] = set()
     users: dict[int, t.Op] = {}
-    carriers: dict[int, t.For] = {}
+    carriers: dict[int, t.Op] = {}
     work = [load.result]
     while work:
         v = work.pop()
@@ -83,6 +83,9 @@ def _derived(load: t.Load, uses: dict[int, list[t.Op]]):
                 # As an init or a yielded value: every iteration may read it.
                 carriers[id(op)] = op
                 work.extend(op.iter_args)
+            elif isinstance(op, t.While):
+                carriers[id(op)] = op
+                work.extend(op.before.args + op.after.args)
     return list(users.values()), list(carriers.values())
 
 

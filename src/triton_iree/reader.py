@@ -237,7 +237,7 @@ class TTIRReader:
         try:
             for op in mblock.operations:
                 name = op.operation.name
-                if name in ("tt.return", "scf.yield", "tt.reduce.return"):
+                if name in ("tt.return", "scf.yield", "tt.reduce.return", "scf.condition"):
                     return [self._get(v) for v in op.operands]
                 self._read_op(op.operation, name)
             return []
@@ -513,6 +513,27 @@ class TTIRReader:
                 raise self._unsupported(op, "loop-carried value changes type")
         f = self._emit(t.For(lb, ub, step, inits, body, loc))
         for r, tv, buf in zip(op.results, f.results, bufs):
+            self.env[r] = buf.moved(tv) if buf is not None else tv
+
+    def _op_scf_while(self, op, loc: str) -> None:
+        inits, bufs = self._carried(op, [self._get(v) for v in op.operands])
+        before, after = t.Block(), t.Block()
+        for a, init, buf in zip(op.regions[0].blocks[0].arguments, inits, bufs):
+            v = t.Value(init.type, before, "it")
+            before.args.append(v)
+            self.env[a] = buf.moved(v) if buf is not None else v
+        cond, *forwarded = self._read_ops(op.regions[0].blocks[0], before)
+        fwd, fwd_bufs = self._carried(op, forwarded)
+        before.yields = [cond, *fwd]
+        for a, f, buf in zip(op.regions[1].blocks[0].arguments, fwd, fwd_bufs):
+            v = t.Value(f.type, after, "it")
+            after.args.append(v)
+            self.env[a] = buf.moved(v) if buf is not None else v
+        after.yields = self._yielded(op, self._read_ops(op.regions[1].blocks[0], after), bufs)
+        if any(y.type != init.type for y, init in zip(after.yields, inits)):
+            raise self._unsupported(op, "loop-carried value changes type")
+        w = self._emit(t.While(inits, before, after, loc))
+        for r, tv, buf in zip(op.results, w.results, fwd_bufs):
             self.env[r] = buf.moved(tv) if buf is not None else tv
 
     def _op_scf_if(self, op, loc: str) -> None:

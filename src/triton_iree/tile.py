@@ -327,6 +327,25 @@ class For(Op):
         return [self.body]
 
 
+class While(Op):
+    """scf.while: `before` takes the carried values and yields (cond, *forwarded); while cond
+    holds, `after` takes the forwarded values and yields the next carried values. The results
+    are the forwarded values of the first iteration whose cond is false."""
+    _operands = ("inits",)
+
+    def __init__(self, inits: Sequence[Value], before: Block, after: Block, loc: str = ""):
+        self.inits = list(inits)
+        self.before, self.after = before, after
+        self._init([v.type for v in before.yields[1:]], loc)
+
+    @property
+    def cond(self) -> Value:
+        return self.before.yields[0]
+
+    def regions(self) -> list[Block]:
+        return [self.before, self.after]
+
+
 class If(Op):
     _operands = ("cond",)
 

@@ -1,5 +1,5 @@
 """Control flow: `scf.for` with loop-carried values (vectors, or a matmul accumulator as a
-tensor), peeled loops whose tail is masked, and `scf.if`."""
+tensor), peeled loops whose tail is masked, `scf.while`, and `scf.if`."""
 from __future__ import annotations
 
 from .. import tile as t
@@ -158,6 +158,40 @@ class ControlEmitter(EmitterBase):
         self.indent -= 1
         self.w("}")
         return [res] if nres == 1 else [f"{res}#{i}" for i in range(nres)]
+
+    def _while(self, op: t.While) -> None:
+        """scf.while: carried values cross its regions as scalars and vectors."""
+        inits = [self._region_value(v) for v in op.inits]
+        types = ", ".join(ty for _, ty in inits)
+        fwd = [self._vector_type(v) if v.is_tile else v.dtype for v in op.results]
+        res = self.fresh("while") if op.results else None
+        lhs = f"{res}:{len(op.results)} = " if len(op.results) > 1 else (f"{res} = " if res else "")
+        args = [self.fresh("it") for _ in inits]
+        carried = ", ".join(f"{a} = {n}" for a, (n, _) in zip(args, inits))
+        self.w(f"{lhs}scf.while ({carried}) : ({types}) -> ({', '.join(fwd)}) {{")
+        self._while_region(op.before, args, lambda ys: f"scf.condition({ys[0]})" +
+                           (f" {', '.join(ys[1:])} : {', '.join(fwd)}" if fwd else ""))
+        after = [self.fresh("it") for _ in fwd]
+        self.w("} do {")
+        self.w(f"^bb0({', '.join(f'{a}: {ty}' for a, ty in zip(after, fwd))}):")
+        self._while_region(op.after, after, lambda ys: f"scf.yield {', '.join(ys)}" +
+                           (f" : {types}" if ys else ""))
+        self.w("}")
+        names = [res] if len(op.results) == 1 else [f"{res}#{i}" for i in range(len(op.results))]
+        for v, n in zip(op.results, names):
+            self._bind_region_value(v, n)
+
+    def _while_region(self, block: t.Block, args: list[str], terminator) -> None:
+        self.indent += 1
+        self.loop_depth += 1
+        self.scopes.append({})
+        for v, a in zip(block.args, args):
+            self._bind_region_value(v, a)
+        self._block(block)
+        self.w(terminator([self._region_value(y)[0] for y in block.yields]))
+        self.scopes.pop()
+        self.loop_depth -= 1
+        self.indent -= 1
 
     def _if(self, op: t.If) -> None:
         live = self.facts.live

@@ -250,13 +250,13 @@ class ModuleEmitter(EmitterBase):
     def _needed(self, op: t.Op) -> bool:
         if isinstance(op, t.Store):
             return True
-        if isinstance(op, (t.For, t.If)):
+        if isinstance(op, (t.For, t.If, t.While)):
             return id(op) in self.facts.live_ops
         return any(r.id in self.facts.live for r in op.results)
 
     def _op(self, op: t.Op) -> None:
         structural = {t.Store: self._store, t.For: self._for, t.If: self._if, t.Reduce: self._reduce,
-                      t.Dot: self._dot}.get(type(op))
+                      t.Dot: self._dot, t.While: self._while}.get(type(op))
         if structural is not None:
             structural(op)
             return
