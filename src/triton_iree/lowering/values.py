@@ -39,8 +39,8 @@ def _float_literal(x: float, dtype: str) -> str:
 
 
 def literal(value, dtype: str) -> str:
-    if dtype == "i1":
-        return "true" if value else "false"
+    if dtype == "i1":   # printed with its type (`arith.constant 1 : i1`); `true : i1` does not parse
+        return "1" if value else "0"
     if t.is_float(dtype):
         return _float_literal(float(value), dtype)
     return str(int(value))
