@@ -37,12 +37,14 @@ SCALAR_KINDS = {"i1": "int", "i8": "int", "i16": "int", "i32": "int", "i64": "in
                 "u1": "int", "u8": "int", "u16": "int", "u32": "int", "u64": "int",
                 "fp32": "float", "fp64": "float"}
 
-_ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1}
+_ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1,
+                  "f8E4M3FN": 1, "f8E5M2": 1}
 _ELEMENT_TYPES = {
     "f32": rt.HalElementType.FLOAT_32, "f16": rt.HalElementType.FLOAT_16,
     "bf16": rt.HalElementType.BFLOAT_16, "f64": rt.HalElementType.FLOAT_64,
     "i8": rt.HalElementType.INT_8, "i16": rt.HalElementType.INT_16,
     "i32": rt.HalElementType.INT_32, "i64": rt.HalElementType.INT_64,
+    "f8E4M3FN": rt.HalElementType.FLOAT_8_E4M3_FN, "f8E5M2": rt.HalElementType.FLOAT_8_E5M2,
 }
 
 
@@ -305,6 +307,21 @@ def plan_arguments(names: Sequence[str], signature: dict, kernel: str) -> list[A
         else:
             raise LaunchError(f"argument '{name}': type {ty} is not supported", kernel=kernel)
     return plans
+
+
+def reinterpreted(wrapper, plan: ArgPlan, kernel: str):
+    """The tensor that a `triton.reinterpret` argument (Triton's TensorWrapper) stands for: its
+    base tensor viewed as integers of the wrapper's element width, sharing its memory; the
+    kernel reads them as the wrapper's dtype (the signature's)."""
+    import torch
+    ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[_ELEMENT_BYTES[plan.dtype]]
+    base = wrapper.base
+    try:
+        return base.view(ints)
+    except RuntimeError as e:
+        raise LaunchError(f"argument '{plan.name}': a {base.dtype} tensor of shape {tuple(base.shape)} and "
+                          f"strides {base.stride()} cannot be read as {wrapper.dtype} in place: {e}",
+                          kernel=kernel) from None
 
 
 def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any], grid: Sequence[int],

@@ -91,12 +91,18 @@ class IreeLauncher:
         self.plans = runtime.plan_arguments(names, signature, self.name)
         self.checks = runtime.Checks.of(metadata, self.plans)
         self.keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
+        self.buffers = [i for i, p in enumerate(self.plans) if p.is_buffer]
+        from triton.runtime.jit import TensorWrapper   # not at the top: triton.runtime imports this module
+        self.wrapper = TensorWrapper
         self.shared = runtime.SharedMemory.of(metadata, target_of(IreeDriver.current_target))
 
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
         grid = launch_grid(gridX, gridY, gridZ, self.name)
         values = [args[i] for i in self.keep]
+        for i in self.buffers:
+            if type(values[i]) is self.wrapper:   # triton.reinterpret
+                values[i] = runtime.reinterpreted(values[i], self.plans[i], self.name)
         if enter_hook is not None:
             enter_hook(launch_metadata)
         function.launch(self.plans, values, grid, self.checks, self.shared)
