@@ -122,6 +122,13 @@ class _Instrumenter:
                 op.body.args += args
                 op.body.yields += self.visit(op.body, tuple(args))
                 state = self._add_results(op, len(state))
+            elif isinstance(op, t.While) and _has_checks(op):
+                op.inits += state
+                for blk in (op.before, op.after):
+                    args = [t.Value(I64, blk, "chk") for _ in state]
+                    blk.args += args
+                    blk.yields += self.visit(blk, tuple(args))
+                state = self._add_results(op, len(state))
             elif isinstance(op, t.If) and _has_checks(op):
                 op.then.yields += self.visit(op.then, state)
                 op.otherwise.yields += self.visit(op.otherwise, state)
