@@ -159,3 +159,22 @@ def test_reinterpret_that_cannot_be_viewed_is_refused():
     with pytest.raises(LaunchError, match="argument 'x_ptr'.*cannot be read as uint32 in place"):
         copy_kernel[(1,)](triton.reinterpret(x, tl.uint32), out, BLOCK, BLOCK=BLOCK)
     assert (out == 5).all()
+
+
+@pytest.mark.construct("num_warps / num_stages launch options")
+@pytest.mark.parametrize("num_warps", [1, 2, 8, 32])
+def test_num_warps_powers_of_two_run(num_warps):
+    n = BLOCK + 1
+    x, out = torch.randn(n), torch.zeros(n)
+    copy_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK, num_warps=num_warps, num_stages=3)
+    assert torch.equal(out, x)
+
+
+@pytest.mark.construct("num_warps / num_stages launch options")
+@pytest.mark.parametrize("num_warps", [3, 0, 6])
+def test_num_warps_not_a_power_of_two_is_refused(num_warps):
+    # As Triton's own backends refuse it: an AssertionError, before anything compiles or runs.
+    x, out = torch.randn(BLOCK), torch.zeros(BLOCK)
+    with pytest.raises(AssertionError, match=f"num_warps must be a power of 2, got {num_warps}"):
+        copy_kernel[(1,)](x, out, BLOCK, BLOCK=BLOCK, num_warps=num_warps)
+    assert not out.any()

@@ -48,6 +48,11 @@ class IreeOptions:
     launch_cooperative_grid: bool = False
     launch_pdl: bool = False
 
+    def __post_init__(self):
+        # As Triton's own backends check it (an AssertionError, which Triton's tests expect).
+        if self.num_warps <= 0 or self.num_warps & (self.num_warps - 1):
+            raise AssertionError(f"num_warps must be a power of 2, got {self.num_warps}")
+
     def hash(self) -> str:
         key = "_".join(f"{k}-{v}" for k, v in sorted(self.__dict__.items()))
         return hashlib.sha256(key.encode()).hexdigest()
