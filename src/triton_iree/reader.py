@@ -152,6 +152,7 @@ class TTIRReader:
         self.context = context
         self.env: dict[ir.Value, t.Value | Ptr] = {}
         self.kernel_name = "<kernel>"
+        self._cfg_path: list = []     # the blocks of the branch path being read
 
     # -- entry -------------------------------------------------------------------------
     def read(self) -> t.Kernel:
@@ -237,8 +238,13 @@ class TTIRReader:
         try:
             for op in mblock.operations:
                 name = op.operation.name
-                if name in ("tt.return", "scf.yield", "tt.reduce.return", "scf.condition"):
+                if name in ("tt.return", "scf.yield", "tt.reduce.return", "scf.condition",
+                            "tt.scan.return"):
                     return [self._get(v) for v in op.operands]
+                if name == "cf.br":
+                    return self._branch(op, op.successors[0], [self._get(v) for v in op.operands], tblock)
+                if name == "cf.cond_br":
+                    return self._cond_br(op.operation, tblock)
                 self._read_op(op.operation, name)
             return []
         finally:
@@ -304,6 +310,20 @@ class TTIRReader:
         y = self._emit(t.Elementwise(mx, [x, lo], x.type, loc=loc)).result
         self._bind(op, self._emit(t.Elementwise(mn, [y, hi], x.type, loc=loc)).result)
 
+    def _op_tt_extern_elementwise(self, op, loc: str) -> None:
+        from . import libdevice
+        symbol = ir.StringAttr(op.attributes["symbol"]).value
+        if ir.StringAttr(op.attributes["libname"]).value != libdevice.LIBRARY:
+            raise self._unsupported(op, f"external function '{symbol}'")
+        args = [self._val(v, op) for v in op.operands]
+        ty = self._type(op.results[0].type, op)
+        result = libdevice.expand(symbol, args, ty, loc, lambda o: self._emit(o).result)
+        if result is None:
+            types = ", ".join(a.dtype for a in args)
+            raise UnsupportedError(f"tl.extra.libdevice.{symbol} is not supported by triton-iree for "
+                                   f"arguments of type {types}", kernel=self.kernel_name, loc=loc)
+        self._bind(op, result)
+
     def _op_arith_constant(self, op, loc: str) -> None:
         ty = self._type(op.results[0].type, op)
         value = _scalar_of_attr(op.attributes["value"], ty.dtype)
@@ -357,14 +377,43 @@ class TTIRReader:
                 return t.ExpandDims(v, axes[-1], ty, loc)
             self._shape_op(op, loc, expand)
             return
-        if "allow_reorder" in op.attributes and ir.BoolAttr(op.attributes["allow_reorder"]).value:
-            # allow_reorder lets the compiler pick any element order; row-major is one valid choice.
-            pass
+        # allow_reorder (a unit attribute) lets the compiler pick any element order; row-major,
+        # which Triton's interpreter uses too, is one valid choice.
         self._shape_op(op, loc, lambda v, ty: t.Reshape(v, ty, loc))
 
     def _op_tt_trans(self, op, loc: str) -> None:
         order = tuple(ir.DenseI32ArrayAttr(op.attributes["order"]))
         self._shape_op(op, loc, lambda v, ty: t.Trans(v, order, ty, loc))
+
+    def _two_operand_shape_op(self, op, loc: str, make) -> None:
+        """tt.join / tt.cat: of two values, or of two pointers into one argument."""
+        a, b = (self._get(v) for v in op.operands)
+        rty = ir.RankedTensorType(op.results[0].type)
+        if isinstance(a, Ptr) or isinstance(b, Ptr):
+            if not (isinstance(a, Ptr) and isinstance(b, Ptr) and a.buffer is b.buffer and a.view == b.view):
+                raise self._unsupported(op, "pointers into different arguments")
+            new = make(a.offsets, b.offsets, t.TileType(tuple(rty.shape), "i64"))
+            self._bind(op, a.moved(self._emit(new).result))
+        else:
+            self._bind(op, self._emit(make(a, b, self._type(rty, op))).result)
+
+    def _op_tt_join(self, op, loc: str) -> None:
+        self._two_operand_shape_op(op, loc, lambda a, b, ty: t.Join(a, b, ty, loc))
+
+    def _op_tt_cat(self, op, loc: str) -> None:
+        self._two_operand_shape_op(op, loc, lambda a, b, ty: t.Cat(a, b, ty, loc))
+
+    def _op_tt_split(self, op, loc: str) -> None:
+        src = self._get(op.operands[0])
+        if isinstance(src, Ptr):
+            shape = tuple(ir.RankedTensorType(op.results[0].type).shape)
+            split = self._emit(t.Split(src.offsets, [t.TileType(shape, "i64")] * 2, loc))
+            for r, tv in zip(op.results, split.results):
+                self.env[r] = src.moved(tv)
+            return
+        split = self._emit(t.Split(src, [self._type(r.type, op) for r in op.results], loc))
+        for r, tv in zip(op.results, split.results):
+            self.env[r] = tv
 
     # -- pointers --------------------------------------------------------------------------
     def _op_tt_addptr(self, op, loc: str) -> None:
@@ -445,6 +494,25 @@ class TTIRReader:
         red = self._emit(t.Reduce(srcs, axis, combiner, types, loc))
         for r, tv in zip(op.results, red.results):
             self.env[r] = tv
+
+    def _op_tt_scan(self, op, loc: str) -> None:
+        srcs = [self._val(v, op) for v in op.operands]
+        combiner = self._scalar_region(op, op.regions[0].blocks[0])
+        reverse = ir.BoolAttr(op.attributes["reverse"]).value if "reverse" in op.attributes else False
+        scan = self._emit(t.Scan(srcs, _attr_int(op, "axis"), reverse, combiner, loc))
+        for r, tv in zip(op.results, scan.results):
+            self.env[r] = tv
+
+    def _op_tt_gather(self, op, loc: str) -> None:
+        src, index = (self._val(v, op) for v in op.operands)
+        ty = self._type(op.results[0].type, op)
+        self._bind(op, self._emit(t.Gather(src, index, _attr_int(op, "axis"), ty, loc)).result)
+
+    def _op_tt_histogram(self, op, loc: str) -> None:
+        src = self._val(op.operands[0], op)
+        mask = self._val(op.operands[1], op) if len(op.operands) > 1 else None
+        ty = self._type(op.results[0].type, op)
+        self._bind(op, self._emit(t.Histogram(src, mask, ty, loc)).result)
 
     def _scalar_region(self, op, mblock) -> t.Block:
         blk = t.Block()
@@ -543,6 +611,12 @@ class TTIRReader:
         else_y = self._read_ops(op.regions[1].blocks[0], else_b) if len(op.regions[1].blocks) else []
         if len(then_y) != len(op.results) or len(else_y) != len(op.results):
             raise self._unsupported(op, "scf.if without matching yields")
+        for r, x in zip(op.results, self._if(op, cond, then_b, then_y, else_b, else_y, loc)):
+            self.env[r] = x
+
+    def _if(self, op, cond: t.Value, then_b: t.Block, then_y: list, else_b: t.Block, else_y: list,
+            loc: str) -> list:
+        """Emits an If of the two read branches; returns its results (pointers rebuilt)."""
         tv, bufs = self._carried(op, then_y)
         ev = self._yielded(op, else_y, bufs)
         then_b.yields, else_b.yields = tv, ev
@@ -551,8 +625,32 @@ class TTIRReader:
             if a.type != b.type:
                 raise self._unsupported(op, "branches yield different types")
         iff = self._emit(t.If(cond, then_b, else_b, types, loc))
-        for r, v, buf in zip(op.results, iff.results, bufs):
-            self.env[r] = buf.moved(v) if buf is not None else v
+        return [buf.moved(v) if buf is not None else v for v, buf in zip(iff.results, bufs)]
+
+    # -- branches (cf.br, cf.cond_br: an early `return` inside an `if`) -----------------------
+    def _branch(self, op, successor, args: list, tblock: t.Block) -> list:
+        """Reads the block a branch jumps to, its arguments bound to `args`, into `tblock`;
+        returns what it returns. A block that several paths reach (the code after an `if` one of
+        whose branches returns) is read once on each path."""
+        if any(successor == b for b in self._cfg_path):
+            raise self._unsupported(op, "branches that form a loop")
+        for a, v in zip(successor.arguments, args):
+            self.env[a] = v
+        self._cfg_path.append(successor)
+        try:
+            return self._read_ops(successor, tblock)
+        finally:
+            self._cfg_path.pop()
+
+    def _cond_br(self, op, tblock: t.Block) -> list:
+        """cf.cond_br as an If whose branches run to the function's return."""
+        ntrue = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[1]
+        args = [self._get(v) for v in op.operands]
+        then_b, else_b = t.Block(), t.Block()
+        then_y = self._branch(op, op.successors[0], args[1:1 + ntrue], then_b)
+        else_y = self._branch(op, op.successors[1], args[1 + ntrue:], else_b)
+        return self._if(op, self._val(op.operands[0], op), then_b, then_y, else_b, else_y,
+                        source_loc(op.location))
 
 
 def read_ttir(text: str) -> t.Kernel:

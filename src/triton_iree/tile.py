@@ -228,6 +228,33 @@ class Trans(Op):
         self._init([type], loc)
 
 
+class Join(Op):
+    """tt.join: stacks `a` and `b` (same shape) along a new last dim of size 2."""
+    _operands = ("a", "b")
+
+    def __init__(self, a: Value, b: Value, type: TileType, loc: str = ""):
+        self.a, self.b = a, b
+        self._init([type], loc)
+
+
+class Split(Op):
+    """tt.split: the two halves of `src` along its last dim (of size 2)."""
+    _operands = ("src",)
+
+    def __init__(self, src: Value, types: Sequence[Type], loc: str = ""):
+        self.src = src
+        self._init(types, loc)
+
+
+class Cat(Op):
+    """tt.cat: `a` then `b` along dim 0 (1-D tiles)."""
+    _operands = ("a", "b")
+
+    def __init__(self, a: Value, b: Value, type: TileType, loc: str = ""):
+        self.a, self.b = a, b
+        self._init([type], loc)
+
+
 class Elementwise(Op):
     """An arith/math op applied elementwise (scalars or same-shape tiles).
 
@@ -264,6 +291,41 @@ class Reduce(Op):
 
     def regions(self) -> list[Block]:
         return [self.combiner]
+
+
+class Scan(Op):
+    """tt.scan: inclusive prefix combination of `srcs` along `axis` (from the last element when
+    `reverse`), with the scalar `combiner` region taking (accumulated..., element...)."""
+    _operands = ("srcs",)
+
+    def __init__(self, srcs: Sequence[Value], axis: int, reverse: bool, combiner: Block,
+                 loc: str = ""):
+        self.srcs = list(srcs)
+        self.axis, self.reverse = axis, reverse
+        self.combiner = combiner
+        self._init([s.type for s in self.srcs], loc)
+
+    def regions(self) -> list[Block]:
+        return [self.combiner]
+
+
+class Gather(Op):
+    """tt.gather: result[i] = src[i with dim `axis` replaced by index[i]]."""
+    _operands = ("src", "index")
+
+    def __init__(self, src: Value, index: Value, axis: int, type: TileType, loc: str = ""):
+        self.src, self.index, self.axis = src, index, axis
+        self._init([type], loc)
+
+
+class Histogram(Op):
+    """tt.histogram: i32 counts of the values of 1-D `src` in each bin [b, b + 1) of the
+    result's length, counting only where `mask` holds."""
+    _operands = ("src", "mask")
+
+    def __init__(self, src: Value, mask: Optional[Value], type: TileType, loc: str = ""):
+        self.src, self.mask = src, mask
+        self._init([type], loc)
 
 
 class Dot(Op):

@@ -21,8 +21,9 @@ IREE workgroup, ``tl.program_id`` = ``flow.dispatch.workgroup.id``. Inside it:
 
 The emitter is one class assembled from one module per concern: `module` (host function,
 dispatch skeleton, program versions), `memory` (loads, stores, memory order), `compute`
-(elementwise, reductions), `dot`, `control` (loops, ifs), over `values` (state and text
-helpers); per-target choices live in `targets/`.
+(elementwise, reductions), `dot`, `control` (loops, ifs), `shape` (join, split, cat, gather),
+`scan`, `histogram`, over `values` (state and text helpers); per-target choices live in
+`targets/`.
 """
 from __future__ import annotations
 
@@ -34,15 +35,19 @@ from ..errors import CompileError
 from .compute import ComputeEmitter
 from .control import ControlEmitter
 from .dot import DotEmitter
+from .histogram import HistogramEmitter
 from .memory import MemoryEmitter
 from .module import ModuleEmitter
 from .options import EmitOptions
+from .scan import ScanEmitter
+from .shape import ShapeEmitter
 from .targets.cpu import CpuTiling, cpu_options
 
 __all__ = ["CpuTiling", "EmitOptions", "Emitter", "cpu_options", "emit_module", "lower", "verify"]
 
 
-class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlEmitter):
+class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlEmitter, ShapeEmitter,
+              ScanEmitter, HistogramEmitter):
     """The whole emitter: see the modules of this package."""
 
 

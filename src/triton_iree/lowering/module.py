@@ -256,7 +256,9 @@ class ModuleEmitter(EmitterBase):
 
     def _op(self, op: t.Op) -> None:
         structural = {t.Store: self._store, t.For: self._for, t.If: self._if, t.Reduce: self._reduce,
-                      t.Dot: self._dot, t.While: self._while}.get(type(op))
+                      t.Dot: self._dot, t.While: self._while, t.Join: self._join, t.Split: self._split,
+                      t.Cat: self._cat, t.Gather: self._gather, t.Scan: self._scan,
+                      t.Histogram: self._histogram}.get(type(op))
         if structural is not None:
             structural(op)
             return

@@ -1,0 +1,78 @@
+"""Data movement between tiles: `tl.join` / `tl.split` (and `tl.interleave`, a join and a
+reshape) as `tensor.insert_slice` / `tensor.extract_slice` along the last dim, `tl.cat` as two
+`insert_slice`s, and `tl.gather` as a `linalg.generic` that extracts from the source tile."""
+from __future__ import annotations
+
+from .. import tile as t
+from .values import EmitterBase, _Body, _Tensor
+
+
+def _slice(shape: tuple[int, ...], axis: int, at: str, size: int = 1) -> str:
+    """`[offsets] [sizes] [strides]` of a slice of `size` at `at` along `axis`, whole elsewhere."""
+    offs = ", ".join(at if d == axis else "0" for d in range(len(shape)))
+    sizes = ", ".join(str(size) if d == axis else str(n) for d, n in enumerate(shape))
+    return f"[{offs}] [{sizes}] [{', '.join('1' for _ in shape)}]"
+
+
+class ShapeEmitter(EmitterBase):
+    """tl.join, tl.split, tl.cat, tl.gather."""
+
+    def _bind_tile(self, v: t.Value, name: str) -> None:
+        self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
+
+    def _insert_parts(self, out: t.Value, parts: list[tuple[t.Value, str]], axis: int) -> None:
+        """`out` assembled from tiles inserted along `axis` at the given offsets."""
+        cur = self._empty(out.type.mlir())
+        for part, at in parts:
+            size = part.shape[axis] if len(part.shape) == len(out.shape) else 1
+            n = self.fresh("ins")
+            self.w(f"{n} = tensor.insert_slice {self.tensor(part)} into {cur}{_slice(out.shape, axis, at, size)} : "
+                   f"{part.type.mlir()} into {out.type.mlir()}")
+            cur = n
+        self._bind_tile(out, cur)
+
+    def _join(self, op: t.Join) -> None:
+        axis = len(op.result.shape) - 1
+        self._insert_parts(op.result, [(op.a, "0"), (op.b, "1")], axis)
+
+    def _cat(self, op: t.Cat) -> None:
+        self._insert_parts(op.result, [(op.a, "0"), (op.b, str(op.a.shape[0]))], 0)
+
+    def _split(self, op: t.Split) -> None:
+        src = self.tensor(op.src)
+        axis = len(op.src.shape) - 1
+        for k, r in enumerate(op.results):
+            n = self.fresh("half")
+            if r.is_tile:
+                self.w(f"{n} = tensor.extract_slice {src}{_slice(op.src.shape, axis, str(k))} : "
+                       f"{op.src.type.mlir()} to {r.type.mlir()}")
+                self._bind_tile(r, n)
+            else:
+                self.w(f"{n} = tensor.extract {src}[{self.idx(k)}] : {op.src.type.mlir()}")
+                self.bind(("s", r.id), n)
+
+    def _gather(self, op: t.Gather) -> None:
+        """result[i] = src[i with i[axis] = index[i]]. An index outside the source is undefined
+        in Triton; it is clamped here so that it cannot read outside the tile."""
+        v = op.result
+        rank = len(v.shape)
+        src = self.tensor(op.src)
+        last = self.idx(op.src.shape[op.axis] - 1)
+        body = _Body(rank)
+        index = self._elem(body, op.index, tuple(range(rank)))
+        at = []
+        for d in range(rank):
+            if d != op.axis:
+                at.append(self._linalg_index(body, d))
+                continue
+            i, c = self.fresh("gi"), self.fresh("gi")
+            body.lines.append(f"{i} = arith.index_cast {index} : {op.index.dtype} to index")
+            body.lines.append(f"{c} = arith.minui {i}, {last} : index")
+            at.append(c)
+        x = self.fresh("x")
+        body.lines.append(f"{x} = tensor.extract {src}[{', '.join(at)}] : {op.src.type.mlir()}")
+        out = self.fresh("gather")
+        ident = self._map(rank, [f"d{i}" for i in range(rank)])
+        self._write_generic(out, body, [ident], ["parallel"] * rank, [self._empty(v.type.mlir())],
+                            [v.type.mlir()], [v.dtype], [x], v.shape)
+        self._bind_tile(v, out)
