@@ -111,3 +111,72 @@ def test_while_accesses_are_checked_under_debug():
     args[1][0] = 4     # one row past the tensor
     with pytest.raises(triton_iree.DeviceError, match="out-of-bounds load through 'x_ptr'"):
         walk_rows_kernel[(1,)](*args, BLOCK=BLOCK, debug=True)
+
+
+@triton.jit
+def early_return_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if pid % 2 == 1:
+        tl.store(out_ptr + offs, -x, mask=m)
+        return
+    tl.store(out_ptr + offs, x * 2, mask=m)
+
+
+@triton.jit
+def nested_early_return_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """The code after the outer `if` is reached from both of its branches, with different `y`."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    y = x
+    if pid % 3 == 1:
+        y = x + 1
+        if pid > 3:
+            tl.store(out_ptr + offs, -x, mask=m)
+            return
+    else:
+        y = x * 3
+    tl.store(out_ptr + offs, y * 2, mask=m)
+
+
+@triton.jit
+def return_in_while_cond_kernel(x_ptr, out_ptr, n, limit, BLOCK: tl.constexpr):
+    """An early return before a while loop whose trip count depends on the data."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0)
+    total = tl.sum(x, axis=0)
+    if total < 0:
+        return
+    while total < limit:
+        x = x + 1
+        total = tl.sum(tl.where(m, x, 0), axis=0)
+    tl.store(out_ptr + offs, x, mask=m)
+
+
+@pytest.mark.construct("early return")
+@pytest.mark.parametrize("n", [BLOCK + 1, 7 * BLOCK - 1])
+@pytest.mark.parametrize("kernel", [early_return_kernel, nested_early_return_kernel])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_early_return(kernel, dtype, n):
+    torch.manual_seed(n)
+    x = (torch.randn(n) * 10).to(dtype)
+    grid = (triton.cdiv(n, BLOCK),)
+    ours, ref = _run_both(kernel, grid, [x, torch.full((n,), 7, dtype=dtype), n], 1, BLOCK=BLOCK)
+    assert torch.equal(ours, ref)
+
+
+@pytest.mark.construct("early return")
+@pytest.mark.parametrize("n", SIZES)
+def test_early_return_before_a_while_loop(n):
+    torch.manual_seed(n)
+    x = torch.randint(-20, 20, (n,), dtype=torch.int32)
+    grid = (triton.cdiv(n, BLOCK),)
+    ours, ref = _run_both(return_in_while_cond_kernel, grid, [x, torch.full((n,), 7, dtype=torch.int32), n, 100],
+                          1, BLOCK=BLOCK)
+    assert torch.equal(ours, ref)
