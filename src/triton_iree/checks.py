@@ -231,8 +231,7 @@ class _Instrumenter:
         return self.ew("arith.cmpi", [x, self.const(0, x, "i8")], "i1", predicate="ne")
 
     def negate(self, x: t.Value) -> t.Value:
-        x = self.ew("arith.extui", [x], "i8")   # (the emitter cannot print i1 constants)
-        return self.ew("arith.cmpi", [x, self.const(0, x, "i8")], "i1", predicate="eq")
+        return self.ew("arith.xori", [x, self.const(True, x, "i1")], "i1")
 
     def _base(self, p: t.Param) -> t.Value:
         return self.k.base_offsets[self.k.buffers.index(p)].value
