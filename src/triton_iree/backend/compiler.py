@@ -93,7 +93,8 @@ class IreeBackend(BaseBackend):
         return {"min_dot_size": lambda lhs_type, rhs_type: (1, 1, 1)}
 
     def get_module_map(self) -> Dict[str, Any]:
-        return {}
+        from .. import libdevice   # tl.extra.libdevice's stubs, bound to arith/math ops
+        return {libdevice.MODULE: libdevice}
 
     def load_dialects(self, context) -> None:
         return None

@@ -1,0 +1,182 @@
+"""`tl.extra.libdevice` on IREE.
+
+Triton's `triton.language.extra.libdevice` holds stubs that each backend binds to a module of
+its own (`get_module_map`). Ours has one builtin per stub. Each emits `tt.extern_elementwise`
+with library `LIBRARY` and the function's name as its symbol, with the argument and result
+types of Triton's CUDA libdevice (predicates return int32; f16 and bf16 arguments are accepted
+too and computed in f32). The reader calls `expand`, which writes the function as arith/math
+ops that IREE lowers itself. A function with no expansion here is refused by the reader with
+an `UnsupportedError` that names it and the user's line.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Callable, Optional
+
+from triton.language import core
+from triton.language.extra import libdevice as _stubs
+
+from . import tile as t
+
+LIBRARY = "triton_iree.libdevice"
+MODULE = _stubs.__name__   # the name Triton looks our module up by
+
+_FLOATS = ("f16", "bf16", "f32", "f64")
+_INTS = ("i32", "i64", "u32", "u64")
+
+# Functions that are one MLIR op on floats: operands and result of the arguments' float type.
+FLOAT_OPS = {
+    "abs": "math.absf", "floor": "math.floor", "ceil": "math.ceil", "trunc": "math.trunc",
+    "round": "math.round", "rint": "math.roundeven", "nearbyint": "math.roundeven",
+    "exp": "math.exp", "exp2": "math.exp2", "expm1": "math.expm1", "log": "math.log",
+    "log2": "math.log2", "log10": "math.log10", "log1p": "math.log1p", "sqrt": "math.sqrt",
+    "sqrt_rn": "math.sqrt", "rsqrt": "math.rsqrt", "cbrt": "math.cbrt", "sin": "math.sin",
+    "cos": "math.cos", "tan": "math.tan", "sinh": "math.sinh", "cosh": "math.cosh",
+    "tanh": "math.tanh", "asin": "math.asin", "acos": "math.acos", "atan": "math.atan",
+    "asinh": "math.asinh", "acosh": "math.acosh", "atanh": "math.atanh", "erf": "math.erf",
+    "fast_expf": "math.exp", "fast_logf": "math.log", "fast_log2f": "math.log2",
+    "fast_log10f": "math.log10", "fast_sinf": "math.sin", "fast_cosf": "math.cos",
+    "fast_tanf": "math.tan", "fast_tanhf": "math.tanh",
+    "pow": "math.powf", "fast_powf": "math.powf", "atan2": "math.atan2", "fmod": "arith.remf",
+    "copysign": "math.copysign", "div_rn": "arith.divf", "fast_dividef": "arith.divf",
+    "add_rn": "arith.addf", "sub_rn": "arith.subf", "mul_rn": "arith.mulf",
+    "fma": "math.fma", "fma_rn": "math.fma",
+}
+# Refused on f64 arguments: functions IREE's llvm-cpu lowers to libm calls on f64 (or not at
+# all), which its executables cannot link; and sqrt_rn, whose f64 square root is not always
+# correctly rounded there (within 1 ulp).
+NO_F64 = frozenset("sin cos tan asin acos atan atan2 tanh erf cbrt fmod fast_sinf fast_cosf fast_tanf "
+                   "fast_tanhf sqrt_rn".split())
+# Logarithms computed as log(x) / log(base): IREE's llvm-cpu has no f32 log10 and no f64 log2
+# or log10.
+SCALED_LOGS = {"log10": 1 / math.log(10), "fast_log10f": 1 / math.log(10), "log2": 1 / math.log(2)}
+
+# Predicates on floats, as int32 0 / 1: (arith.cmpf predicate, whether |x| is compared with
+# inf); signbit compares the bits, as a signed integer, with zero.
+PREDICATES = {"isnan": ("uno", False), "isinf": ("oeq", True), "finitef": ("one", True),
+              "isfinited": ("one", True), "signbit": ("slt", False)}
+# Conversions: name -> (source dtypes, result dtype, rounding op applied first). The casts
+# themselves round to nearest (int -> float, f64 -> f32) or toward zero (float -> int).
+_ROUNDINGS = {"rn": "math.roundeven", "rz": None, "rd": "math.floor", "ru": "math.ceil"}
+CONVERSIONS = {
+    **{f"{src}2{dst}_{r}": ((sd,), dd, op) for r, op in _ROUNDINGS.items()
+       for src, sd in (("float", "f32"), ("double", "f64"))
+       for dst, dd in (("int", "i32"), ("uint", "u32"), ("ll", "i64"), ("ull", "u64"))},
+    "llrint": (("f32", "f64"), "i64", "math.roundeven"),
+    "llround": (("f32", "f64"), "i64", "math.round"),
+    **{f"{src}2{dst}_rn": ((sd,), dd, None) for src, sd in (("int", "i32"), ("uint", "u32"),
+                                                           ("ll", "i64"), ("ull", "u64"))
+       for dst, dd in (("float", "f32"), ("double", "f64"))},
+    "double2float_rn": (("f64",), "f32", None),
+}
+# Bit reinterpretations: name -> (source dtype, result dtype).
+BITCASTS = {"int_as_float": ("i32", "f32"), "uint_as_float": ("u32", "f32"),
+            "float_as_int": ("f32", "i32"), "float_as_uint": ("f32", "u32"),
+            "longlong_as_double": ("i64", "f64"), "double_as_longlong": ("f64", "i64")}
+# Integer functions: name -> MLIR op; clz and popc return int32, also for 64-bit arguments.
+INT_OPS = {"abs": "math.absi", "clz": "math.ctlz", "popc": "math.ctpop"}
+
+_TRITON = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+           "u32": "uint32", "u64": "uint64", "f16": "fp16", "bf16": "bf16", "f32": "fp32",
+           "f64": "fp64"}
+_NAMES = {v: k for k, v in _TRITON.items()}
+
+
+def result_dtype(name: str, args: tuple[str, ...]) -> Optional[str]:
+    """The dtype `name` returns for arguments of dtypes `args` (keys of `_TRITON`, unsigned as
+    'u32' / 'u64'), or None when the arguments do not fit it."""
+    a = args[0]
+    if name in INT_OPS and args == (a,) and a in _INTS:
+        return a if name == "abs" else "i32"
+    if name in FLOAT_OPS and a in _FLOATS and all(x == a for x in args):
+        return a
+    if name in PREDICATES and args == (a,) and a in _FLOATS:
+        return "i32"
+    if name in CONVERSIONS and args == (a,) and a in CONVERSIONS[name][0]:
+        return CONVERSIONS[name][1]
+    if name in BITCASTS and args == (BITCASTS[name][0],):
+        return BITCASTS[name][1]
+    return None
+
+
+def supported(name: str) -> bool:
+    return any(name in table for table in (FLOAT_OPS, PREDICATES, CONVERSIONS, BITCASTS, INT_OPS))
+
+
+def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
+           emit: Callable[[t.Op], t.Value]) -> Optional[t.Value]:
+    """`name` applied to `args` (already broadcast to one shape), with result type `ty`, as tile
+    ops added by `emit`; None when triton-iree has no expansion of it for these types."""
+    def op(opname: str, xs: list[t.Value], dtype: str, attrs: dict | None = None) -> t.Value:
+        return emit(t.Elementwise(opname, xs, t.with_dtype(ty, dtype), attrs, loc))
+
+    def wide(x: t.Value) -> t.Value:   # f16 / bf16 computed in f32 (exact)
+        return op("arith.extf", [x], "f32") if x.dtype in ("f16", "bf16") else x
+
+    if name in INT_OPS and not t.is_float(args[0].dtype):
+        r = op(INT_OPS[name], args, args[0].dtype)
+        return op("arith.trunci", [r], ty.dtype) if r.dtype != ty.dtype else r
+    if name in FLOAT_OPS:
+        xs = [wide(x) for x in args]
+        if name in NO_F64 and xs[0].dtype == "f64":
+            return None
+        if name in SCALED_LOGS and (name != "log2" or xs[0].dtype == "f64"):
+            scale = emit(t.Constant(SCALED_LOGS[name], xs[0].type, loc))
+            r = op("arith.mulf", [op("math.log", xs, xs[0].dtype), scale], xs[0].dtype)
+        else:
+            r = op(FLOAT_OPS[name], xs, xs[0].dtype)
+        return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
+    if name in PREDICATES:
+        pred, magnitude = PREDICATES[name]
+        x = wide(args[0])
+        if name == "signbit":
+            bits = op("arith.bitcast", [x], f"i{t.bitwidth(x.dtype)}")
+            zero = emit(t.Constant(0, bits.type, loc))
+            bit = op("arith.cmpi", [bits, zero], "i1", {"predicate": pred})
+        elif magnitude:
+            inf = emit(t.Constant(float("inf"), x.type, loc))
+            bit = op("arith.cmpf", [op("math.absf", [x], x.dtype), inf], "i1", {"predicate": pred})
+        else:
+            bit = op("arith.cmpf", [x, x], "i1", {"predicate": pred})
+        return op("arith.extui", [bit], ty.dtype)
+    if name in CONVERSIONS:
+        _, dst, rounding = CONVERSIONS[name]
+        x = args[0]
+        if t.is_float(x.dtype) and t.is_float(ty.dtype):
+            return op("arith.truncf", [x], ty.dtype)
+        if not t.is_float(x.dtype):
+            return op("arith.uitofp" if name.startswith("u") else "arith.sitofp", [x], ty.dtype)
+        if rounding:
+            x = op(rounding, [x], x.dtype)
+        return op("arith.fptoui" if dst.startswith("u") else "arith.fptosi", [x], ty.dtype)
+    if name in BITCASTS:
+        return op("arith.bitcast", args, ty.dtype)
+    return None
+
+
+def _builtin(name: str, arity: int):
+    def fn(*args, _semantic=None):
+        if len(args) != arity:
+            raise TypeError(f"libdevice.{name} takes {arity} arguments, got {len(args)}")
+        types = tuple(_semantic.to_tensor(a).dtype for a in args)
+        dtypes = tuple(_NAMES.get(d.name, d.name) for d in types)
+        ret = result_dtype(name, dtypes)
+        if ret is None:
+            if supported(name):
+                raise TypeError(f"libdevice.{name} does not take arguments of types "
+                                f"({', '.join(d.name for d in types)})")
+            ret = dtypes[0]   # the reader refuses it, naming it and the line
+        return core.extern_elementwise(LIBRARY, "", list(args), {types: (name, core.dtype(_TRITON.get(ret, ret)))},
+                                       is_pure=True, _semantic=_semantic)
+    fn.__name__ = fn.__qualname__ = name
+    return core.builtin(fn)
+
+
+def _arity(name: str) -> int:
+    stub = getattr(_stubs, name, None)
+    return len(inspect.signature(stub).parameters) if stub else 1
+
+
+for _name in sorted({n for n, f in vars(_stubs).items() if inspect.isfunction(f)} | set(FLOAT_OPS)):
+    globals()[_name] = _builtin(_name, _arity(_name))
