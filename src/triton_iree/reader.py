@@ -153,6 +153,8 @@ class TTIRReader:
         self.env: dict[ir.Value, t.Value | Ptr] = {}
         self.kernel_name = "<kernel>"
         self._cfg_path: list = []     # the blocks of the branch path being read
+        self.funcs: dict = {}          # sym_name -> tt.func
+        self._calls: list[str] = []    # the functions being inlined, outermost first
 
     # -- entry -------------------------------------------------------------------------
     def read(self) -> t.Kernel:
@@ -163,10 +165,14 @@ class TTIRReader:
                 module = ir.Module.parse(self.text)
             except ir.MLIRError as e:
                 raise InputError(f"TTIR does not parse: {e}") from None
-            funcs = [op for op in module.body.operations if op.operation.name == "tt.func"]
-            if len(funcs) != 1:
-                raise InputError(f"expected one tt.func in the TTIR module, found {len(funcs)}")
-            return self._read_func(funcs[0].operation)
+            funcs = [op.operation for op in module.body.operations if op.operation.name == "tt.func"]
+            # The kernel is the public function; the others are `noinline` functions it calls.
+            kernels = [f for f in funcs if "sym_visibility" not in f.attributes
+                       or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"]
+            if len(kernels) != 1:
+                raise InputError(f"expected one public tt.func in the TTIR module, found {len(kernels)}")
+            self.funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in funcs}
+            return self._read_func(kernels[0])
 
     def _read_func(self, func) -> t.Kernel:
         self.kernel_name = ir.StringAttr(func.attributes["sym_name"]).value
@@ -626,6 +632,26 @@ class TTIRReader:
                 raise self._unsupported(op, "branches yield different types")
         iff = self._emit(t.If(cond, then_b, else_b, types, loc))
         return [buf.moved(v) if buf is not None else v for v, buf in zip(iff.results, bufs)]
+
+    # -- calls of `noinline` functions -----------------------------------------------------------
+    def _op_tt_call(self, op, loc: str) -> None:
+        """Inlines the callee: its body is read at the call site, its arguments bound to the
+        call's operands (pointers included)."""
+        callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        if callee in self._calls:
+            m = re.search(r"([A-Za-z_]\w*?)__[^.]*$", callee)
+            raise UnsupportedError(f"recursive call of the @triton.jit function "
+                                   f"'{m.group(1) if m else callee}'", kernel=self.kernel_name, loc=loc)
+        block = self.funcs[callee].regions[0].blocks[0]
+        for a, v in zip(block.arguments, op.operands):
+            self.env[a] = self._get(v)
+        self._calls.append(callee)
+        try:
+            results = self._read_ops(block, self.block)
+        finally:
+            self._calls.pop()
+        for r, x in zip(op.results, results):
+            self.env[r] = x
 
     # -- branches (cf.br, cf.cond_br: an early `return` inside an `if`) -----------------------
     def _branch(self, op, successor, args: list, tblock: t.Block) -> list:
