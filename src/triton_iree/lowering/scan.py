@@ -1,9 +1,9 @@
 """Scans (`tl.cumsum`, `tl.cumprod`, `tl.associative_scan`): an `scf.for` along the scan
 axis, in Triton's order, for any combine function and any number of operands.
 
-The loop carries the running values (tiles over the other dims) and the results. Step k
-combines the running values with the slice at position k (from the end when `reverse`) in a
-`linalg.generic` over the other dims, and inserts the new running values there. This is the
+The loop carries the results. Step k combines the results at the previous position with the
+slice of the operands at position k (from the end when `reverse`) in a `linalg.generic` over
+the other dims, and inserts the combined values at position k. This is the
 sequential order of Triton's interpreter: combine(accumulated, element). (IREE's
 `iree_linalg_ext.scan` takes one operand, so it cannot run multi-operand scans.)"""
 from __future__ import annotations
@@ -43,41 +43,43 @@ class ScanEmitter(EmitterBase):
                 self.bind(("t", r.id), _Tensor(name, tuple(range(len(shape))), r.type.mlir()))
             return
         first = self.idx(n - 1 if op.reverse else 0)
-        accs = [self._scan_slice(s, ty, axis, first) for s, ty in zip(srcs, types)]
-        outs = [self._scan_insert(a, self._empty(ty.mlir()), ty, axis, first)
-                for a, ty in zip(accs, types)]
+        outs = [self._scan_insert(self._scan_slice(s, ty, axis, first), self._empty(ty.mlir()), ty, axis, first)
+                for s, ty in zip(srcs, types)]
         rests = [_without(ty, axis) for ty in types]
         k = self.fresh("k")
-        args = [self.fresh("acc") for _ in accs] + [self.fresh("out") for _ in outs]
-        loop_types = [r.mlir() for r in rests] + [ty.mlir() for ty in types]
+        args = [self.fresh("out") for _ in outs]
+        loop_types = [ty.mlir() for ty in types]
         res = self.fresh("scan")
-        iters = ", ".join(f"{a} = {i}" for a, i in zip(args, accs + outs))
+        iters = ", ".join(f"{a} = {i}" for a, i in zip(args, outs))
         self.w(f"{res}:{len(args)} = scf.for {k} = {self.idx(1)} to {self.idx(n)} step {self.idx(1)} "
                f"iter_args({iters}) -> ({', '.join(loop_types)}) {{")
         self.indent += 1
         self.scopes.append({})
-        at = self._binop("arith.subi", self.idx(n - 1), k) if op.reverse else k
-        xs = [self._scan_slice(s, ty, axis, at) for s, ty in zip(srcs, types)]
+        if op.reverse:
+            at = self._binop("arith.subi", self.idx(n - 1), k)
+            prev = self._binop("arith.addi", at, self.idx(1))
+        else:
+            at, prev = k, self._binop("arith.subi", k, self.idx(1))
         rank = len(shape) - 1
         ident = self._map(rank, [f"d{i}" for i in range(rank)])
         body = _Body(rank)
-        lhs, rhs = [], []
-        for names, args_ in ((args[:len(accs)], lhs), (xs, rhs)):
-            for name, r in zip(names, rests):
+        ins = {}
+        for part, pos in (("acc", prev), ("x", at)):
+            ins[part] = []
+            for src, ty in zip(args if part == "acc" else srcs, types):
                 a = self.fresh("in")
-                body.ins.append((name, r.mlir(), ident, a, r.dtype))
-                args_.append(a)
-        ys = self._combine(body, op.combiner, lhs, rhs)
+                body.ins.append((self._scan_slice(src, ty, axis, pos), _without(ty, axis).mlir(), ident, a, ty.dtype))
+                ins[part].append(a)
+        ys = self._combine(body, op.combiner, ins["acc"], ins["x"])
         step = self.fresh("step")
         self._write_generic(step, body, [ident] * len(rests), ["parallel"] * rank,
                             [self._empty(r.mlir()) for r in rests], [r.mlir() for r in rests],
                             [r.dtype for r in rests], ys, rests[0].shape)
-        new_accs = [step] if len(rests) == 1 else [f"{step}#{i}" for i in range(len(rests))]
-        new_outs = [self._scan_insert(a, o, ty, axis, at)
-                    for a, o, ty in zip(new_accs, args[len(accs):], types)]
-        self.w(f"scf.yield {', '.join(new_accs + new_outs)} : {', '.join(loop_types)}")
+        steps = [step] if len(rests) == 1 else [f"{step}#{i}" for i in range(len(rests))]
+        new_outs = [self._scan_insert(a, o, ty, axis, at) for a, o, ty in zip(steps, args, types)]
+        self.w(f"scf.yield {', '.join(new_outs)} : {', '.join(loop_types)}")
         self.scopes.pop()
         self.indent -= 1
         self.w("}")
         for j, r in enumerate(op.results):
-            self.bind(("t", r.id), _Tensor(f"{res}#{len(accs) + j}", tuple(range(len(shape))), r.type.mlir()))
+            self.bind(("t", r.id), _Tensor(f"{res}#{j}", tuple(range(len(shape))), r.type.mlir()))
