@@ -337,6 +337,11 @@ class TTIRReader:
             raise self._unsupported(op, "non-splat dense constant")
         self._bind(op, self._emit(t.Constant(value, ty, loc)).result)
 
+    def _op_ub_poison(self, op, loc: str) -> None:
+        # An undefined value (Triton's placeholder for a loop variable read after its loop):
+        # any value is a correct one; zero keeps the result deterministic.
+        self._bind(op, self._emit(t.Constant(0, self._type(op.results[0].type, op), loc)).result)
+
     # -- program ids and ranges -------------------------------------------------------------
     def _op_tt_get_program_id(self, op, loc: str) -> None:
         self._bind(op, self._emit(t.ProgramId(_attr_int(op, "axis"), loc)).result)
@@ -386,6 +391,13 @@ class TTIRReader:
         # allow_reorder (a unit attribute) lets the compiler pick any element order; row-major,
         # which Triton's interpreter uses too, is one valid choice.
         self._shape_op(op, loc, lambda v, ty: t.Reshape(v, ty, loc))
+
+    def _op_tt_unsplat(self, op, loc: str) -> None:
+        src = self._get(op.operands[0])
+        if isinstance(src, Ptr):
+            self._bind(op, src.moved(self._emit(t.Unsplat(src.offsets, t.ScalarType("i64"), loc)).result))
+        else:
+            self._bind(op, self._emit(t.Unsplat(src, self._type(op.results[0].type, op), loc)).result)
 
     def _op_tt_trans(self, op, loc: str) -> None:
         order = tuple(ir.DenseI32ArrayAttr(op.attributes["order"]))
@@ -533,10 +545,11 @@ class TTIRReader:
         blk.yields = yields
         return blk
 
+    def _op_llvm_intr_assume(self, op, loc: str) -> None:
+        """tl.assume: a hint for the optimizer; dropped."""
+
     def _op_tt_dot(self, op, loc: str) -> None:
         a, b, c = (self._val(v, op) for v in op.operands)
-        if len(a.shape) != 2:
-            raise self._unsupported(op, "batched (3-D) tl.dot")
         self._bind(op, self._emit(t.Dot(a, b, c, loc)).result)
 
     # -- control flow ------------------------------------------------------------------------

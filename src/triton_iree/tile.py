@@ -219,6 +219,15 @@ class Reshape(Op):
         self._init([type], loc)
 
 
+class Unsplat(Op):
+    """tt.unsplat: the element of a single-element tile, as a scalar."""
+    _operands = ("src",)
+
+    def __init__(self, src: Value, type: ScalarType, loc: str = ""):
+        self.src = src
+        self._init([type], loc)
+
+
 class Trans(Op):
     """Permutes dims: result dim i is source dim order[i]."""
     _operands = ("src",)
@@ -329,7 +338,8 @@ class Histogram(Op):
 
 
 class Dot(Op):
-    """acc + a @ b on 2-D tiles; products and sums in the accumulator's type."""
+    """acc + a @ b on 2-D tiles, or per batch index on 3-D tiles (leading batch dim); products
+    and sums in the accumulator's type."""
     _operands = ("a", "b", "acc")
 
     def __init__(self, a: Value, b: Value, acc: Value, loc: str = ""):

@@ -389,6 +389,16 @@ class ComputeEmitter(EmitterBase):
         self.scopes.pop()
         return ys
 
+    def _unsplat(self, op: t.Unsplat) -> str:
+        """The one element of a single-element tile."""
+        u = self._uniform_scalar_name(op.src)
+        if u is not None:
+            return u
+        e = self.tensor_entry(op.src)
+        x = self.fresh("x")
+        self.w(f"{x} = tensor.extract {e.name}[{', '.join(self.idx(0) for _ in e.dims)}] : {e.type}")
+        return x
+
     def _reshape(self, op: t.Reshape) -> None:
         src = self.tensor(op.src)
         st, rt_ = op.src.type, op.result.type

@@ -299,4 +299,6 @@ class ModuleEmitter(EmitterBase):
             return self._elementwise(op, [self.scalar(a) for a in op.args], self.w)
         if isinstance(op, t.Load):
             return self._scalar_load(op)
+        if isinstance(op, t.Unsplat):
+            return self._unsplat(op)
         raise self.err(f"unsupported scalar op {op.name}", op)
