@@ -1,0 +1,201 @@
+"""Reductions to a scalar, with keep_dims, over bool, with an accumulation dtype; tensors of one
+element as scalars; against torch and Triton's interpreter."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from oracle import interpret
+
+BLOCK = 64
+SIZES = [BLOCK - 1, BLOCK + 1, 3 * BLOCK - 1]
+DTYPES = [torch.float32, torch.float16, torch.int32]
+
+
+@triton.jit
+def block_minmax_kernel(x_ptr, max_ptr, min_ptr, n, LO: tl.constexpr, HI: tl.constexpr, BLOCK: tl.constexpr):
+    # One scalar per program: the max and min of its block (masked-off lanes are neutral).
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(max_ptr + tl.program_id(0), tl.max(tl.load(x_ptr + offs, mask=m, other=LO)))
+    tl.store(min_ptr + tl.program_id(0), tl.min(tl.load(x_ptr + offs, mask=m, other=HI)))
+
+
+def _bounds(dtype):
+    if dtype.is_floating_point:
+        return -float("inf"), float("inf")
+    return torch.iinfo(dtype).min, torch.iinfo(dtype).max
+
+
+def _random(n, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return (torch.randn(n, generator=g) * 100).to(dtype)
+    return torch.randint(-1000, 1000, (n,), generator=g, dtype=dtype)
+
+
+@pytest.mark.construct("tl.max / tl.min to a scalar")
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_max_min_to_scalar(dtype, n):
+    x = _random(n, dtype, n)
+    programs = triton.cdiv(n, BLOCK)
+    mx, mn = torch.zeros(programs, dtype=dtype), torch.zeros(programs, dtype=dtype)
+    lo, hi = _bounds(dtype)
+    block_minmax_kernel[(programs,)](x, mx, mn, n, LO=lo, HI=hi, BLOCK=BLOCK)
+    pad = torch.nn.functional.pad
+    blocks = pad(x.float(), (0, programs * BLOCK - n), value=float("nan")).view(programs, BLOCK)
+    assert torch.equal(mx.float(), torch.stack([b[~b.isnan()].max() for b in blocks]))
+    assert torch.equal(mn.float(), torch.stack([b[~b.isnan()].min() for b in blocks]))
+
+
+@pytest.mark.construct("tl.max / tl.min to a scalar")
+def test_max_of_zeros_is_zero():
+    x, z = torch.zeros(BLOCK), torch.ones(1)
+    block_minmax_kernel[(1,)](x, z, torch.ones(1), BLOCK, LO=-float("inf"), HI=float("inf"), BLOCK=BLOCK)
+    assert z.item() == 0.0
+
+
+@triton.jit
+def keep_dims_kernel(x_ptr, out_ptr, rows, cols, OP: tl.constexpr, AXIS: tl.constexpr, R: tl.constexpr,
+                     C: tl.constexpr):
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    m = (r < rows) & (c < cols)
+    x = tl.load(x_ptr + r * cols + c, mask=m, other=0.0)
+    if OP == "sum":
+        z = tl.sum(x, axis=AXIS, keep_dims=True)
+    else:
+        z = tl.max(tl.where(m, x, -float("inf")), axis=AXIS, keep_dims=True)
+    if AXIS == 0:
+        tl.store(out_ptr + c, z, mask=c < cols)
+    elif AXIS == 1:
+        tl.store(out_ptr + r, z, mask=r < rows)
+    else:
+        tl.store(out_ptr + r * 0 + c * 0, z)   # z has shape (1, 1)
+
+
+@pytest.mark.construct("keep_dims reductions")
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_keep_dims(op, axis):
+    rows, cols, R, C = 5, 2 * 16 - 1, 8, 32
+    x = _random(rows * cols, torch.float32, 7)
+    out = torch.zeros(max(rows, cols))
+    keep_dims_kernel[(1,)](x, out, rows, cols, OP=op, AXIS=axis, R=R, C=C)
+    ref = interpret(keep_dims_kernel, (1,), [x, torch.zeros_like(out), rows, cols], OP=op, AXIS=axis, R=R, C=C)[1]
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=1e-4)
+
+
+@triton.jit
+def xor_sum_kernel(x_ptr, out_ptr, rows, cols, AXIS: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    m = (r < rows) & (c < cols)
+    x = tl.load(x_ptr + r * cols + c, mask=m, other=0).to(tl.int1)
+    if AXIS == 0:
+        tl.store(out_ptr + tl.arange(0, C), tl.xor_sum(x, axis=0), mask=tl.arange(0, C) < cols)
+    elif AXIS == 1:
+        tl.store(out_ptr + tl.arange(0, R), tl.xor_sum(x, axis=1), mask=tl.arange(0, R) < rows)
+    else:
+        tl.store(out_ptr, tl.xor_sum(tl.xor_sum(x, axis=1), axis=0))
+
+
+@pytest.mark.construct("tl.xor_sum")
+@pytest.mark.parametrize("axis", [0, 1, None])
+@pytest.mark.parametrize("shape", [(3, 31), (7, 17)])
+def test_xor_sum_bool(shape, axis):
+    rows, cols = shape
+    g = torch.Generator().manual_seed(rows * cols)
+    x = torch.randint(0, 3, (rows, cols), generator=g, dtype=torch.int32)
+    out = torch.zeros(max(rows, cols), dtype=torch.bool)
+    xor_sum_kernel[(1,)](x, out, rows, cols, AXIS=axis, R=8, C=32)
+    bits = (x != 0).int()
+    ref = (bits.sum() % 2).view(1) if axis is None else bits.sum(axis) % 2
+    assert torch.equal(out[:ref.numel()], ref.bool())
+
+
+@triton.jit
+def sum_dtype_kernel(x_ptr, out_ptr, n, OUT_DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    tl.store(out_ptr + tl.program_id(0), tl.sum(x, axis=0, dtype=OUT_DTYPE))
+
+
+@pytest.mark.construct("tl.sum(dtype=)")
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("in_dtype, out_dtype", [(torch.int8, tl.int8), (torch.int8, tl.int32),
+                                                 (torch.float16, tl.float32), (torch.int32, tl.int64),
+                                                 (torch.float32, tl.float64)], ids=str)
+def test_sum_dtype(in_dtype, out_dtype, n):
+    x = _random(n, in_dtype, n) if in_dtype != torch.int8 else torch.randint(-128, 127, (n,), dtype=torch.int8)
+    programs = triton.cdiv(n, BLOCK)
+    tdtype = getattr(torch, str(out_dtype).replace("fp", "float"))
+    out = torch.zeros(programs, dtype=tdtype)
+    sum_dtype_kernel[(programs,)](x, out, n, OUT_DTYPE=out_dtype, BLOCK=BLOCK)
+    blocks = torch.nn.functional.pad(x, (0, programs * BLOCK - n)).view(programs, BLOCK)
+    if tdtype.is_floating_point:
+        torch.testing.assert_close(out, blocks.to(tdtype).sum(1), rtol=1e-5, atol=1e-3)
+    else:   # integers wrap around at the accumulation type's width
+        assert torch.equal(out, blocks.long().sum(1).to(tdtype))
+
+
+@triton.jit
+def sum_full_kernel(out_ptr, init, IN_DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr):
+    x = tl.full((32, 32), init, dtype=IN_DTYPE)
+    tl.store(out_ptr, tl.sum(x, dtype=OUT_DTYPE).to(tl.int32))
+
+
+@pytest.mark.construct("tl.sum(dtype=)")
+@pytest.mark.parametrize("init, in_dtype, out_dtype, expected", [
+    (1, tl.int1, None, 32 * 32),            # bools sum as int32
+    (1, tl.int1, tl.int1, 0),               # in i1: 1024 ones add up to 0
+    (7, tl.int8, tl.int8, (7 * 32 * 32) % 256),
+    (3, tl.int8, None, 3 * 32 * 32),        # int8 sums as int32
+], ids=str)
+def test_sum_dtype_of_full(init, in_dtype, out_dtype, expected):
+    out = torch.full((1,), -1, dtype=torch.int32)
+    sum_full_kernel[(1,)](out, init, IN_DTYPE=in_dtype, OUT_DTYPE=out_dtype)
+    assert out.item() == expected
+
+
+@triton.jit
+def unsplat_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    first = tl.load(x_ptr + pid * BLOCK + tl.arange(0, 1)).item()            # tensor<1> -> scalar
+    tile = tl.load(x_ptr + pid * BLOCK + tl.arange(0, 2)[:, None] + tl.arange(0, 1)[None, :])
+    top = tl.reshape(tl.max(tile, axis=0, keep_dims=True), ())               # tensor<1x1> -> scalar
+    dst = tl.reshape(out_ptr + pid + tl.arange(0, 1), ())                   # a pointer, too
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(dst, tl.sum(x * first) + top)
+
+
+@pytest.mark.construct("tensor of one element to a scalar (.item(), tl.reshape(x, ()))")
+@pytest.mark.parametrize("n", SIZES)
+def test_unsplat(n):
+    x = _random(n + 1, torch.float32, n) / 100
+    programs = triton.cdiv(n, BLOCK)
+    out = torch.zeros(programs)
+    unsplat_kernel[(programs,)](x, out, n, BLOCK=BLOCK)
+    ref = interpret(unsplat_kernel, (programs,), [x, torch.zeros(programs), n], BLOCK=BLOCK)[1]
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def loop_variable_after_loop_kernel(x_ptr, out_ptr, last_ptr, n):
+    acc = 0.0
+    for i in range(n):
+        acc += tl.load(x_ptr + i)
+    tl.store(out_ptr, acc)
+    tl.store(last_ptr, i)   # compiled Triton leaves `i` undefined here (ub.poison)
+
+
+@pytest.mark.construct("loop variable read after its loop (undefined value)")
+def test_loop_variable_after_loop():
+    n = BLOCK + 1
+    x = torch.randn(n)
+    out, last = torch.zeros(1), torch.full((1,), -5, dtype=torch.int32)
+    loop_variable_after_loop_kernel[(1,)](x, out, last, n)
+    torch.testing.assert_close(out, x.sum().view(1), rtol=1e-5, atol=1e-5)
+    assert last.item() != -5, "the store of the undefined value did not happen"
