@@ -20,6 +20,7 @@ def _tol(dtype):
 
 def _inputs(shape, dtype, op, seed=0):
     torch.manual_seed(seed)
+    shape = tuple(shape) if isinstance(shape, tuple) else (shape,)
     if op == "cumprod":
         # Factors near 1 (floats) or in {-1, 1, 2} (ints) keep products in range.
         if dtype.is_floating_point:
