@@ -549,6 +549,10 @@ class _Analyzer:
                 mark_op(op)
                 mark(op.value)
                 mark_access(op)
+            elif isinstance(op, t.Atomic):   # element by element: its operands as they are
+                mark_op(op)
+                for v in op.operands():
+                    mark(v)
 
         while work:
             v = work.pop()

@@ -94,7 +94,9 @@ def snapshot_loads(kernel: t.Kernel, facts: Facts, may_alias: bool = False) -> s
 
     `may_alias`: pointer arguments may share memory, so a store to any buffer counts as a
     store to every buffer."""
-    stores = [op for op in kernel.walk() if isinstance(op, t.Store)]
+    # An atomic reads and then writes its addresses: it counts as a store (its own read is
+    # per element, at its place in the program).
+    stores = [op for op in kernel.walk() if isinstance(op, (t.Store, t.Atomic))]
     if not stores:
         return set()
     order = _Order(kernel)
@@ -116,7 +118,7 @@ def snapshot_loads(kernel: t.Kernel, facts: Facts, may_alias: bool = False) -> s
     return out
 
 
-def _in_place(load: t.Load, hazards: list[t.Store], users: list[t.Op], order: _Order,
+def _in_place(load: t.Load, hazards: list[t.Store | t.Atomic], users: list[t.Op], order: _Order,
               facts: Facts) -> bool:
     """The one store writes, element by element, values computed by elementwise ops from what
     the load read at the same addresses, as the load's last use, and no loop repeats either:
@@ -124,7 +126,8 @@ def _in_place(load: t.Load, hazards: list[t.Store], users: list[t.Op], order: _O
     if len(hazards) != 1 or not load.result.is_tile:
         return False
     store = hazards[0]
-    if (store.buffer is not load.buffer or order.pos[id(store)] < order.pos[id(load)]
+    if (not isinstance(store, t.Store) or store.buffer is not load.buffer
+            or order.pos[id(store)] < order.pos[id(load)]
             or order.loops[id(load)] or order.loops[id(store)]):
         return False
     la, sa = facts.access(load), facts.access(store)

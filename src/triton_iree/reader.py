@@ -39,6 +39,10 @@ math.atan2 math.erf math.absf math.absi math.floor math.ceil math.trunc math.rou
 math.roundeven math.fma math.powf math.copysign math.cbrt math.ctlz math.cttz math.ctpop
 """.split())
 
+# tt.atomic_rmw's atomic_rmw_op enum (FADD is add on floats).
+ATOMIC_RMW_OPS = {1: "and", 2: "or", 3: "xor", 4: "add", 5: "add", 6: "max", 7: "min", 8: "umax",
+                  9: "umin", 10: "xchg"}
+
 # TTIR ops that are plain elementwise ops under another name.
 RENAMED_OPS = {"tt.precise_sqrt": "math.sqrt", "tt.precise_divf": "arith.divf"}
 
@@ -483,6 +487,23 @@ class TTIRReader:
             raise self._unsupported(op, f"pointer bitcast from {src.buffer.dtype} to {dtype} "
                                         "(different element sizes)")
         self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype))
+
+    def _op_tt_atomic_rmw(self, op, loc: str) -> None:
+        kind = ATOMIC_RMW_OPS[_attr_int(op, "atomic_rmw_op")]
+        ptr, value, *mask = (self._get(v) for v in op.operands)
+        self._atomic(op, kind, ptr, value, mask[0] if mask else None, None, loc)
+
+    def _op_tt_atomic_cas(self, op, loc: str) -> None:
+        ptr, cmp, value = (self._get(v) for v in op.operands)
+        self._atomic(op, "cas", ptr, value, None, cmp, loc)
+
+    def _atomic(self, op, kind: str, ptr, value, mask, cmp, loc: str) -> None:
+        if not isinstance(ptr, Ptr):
+            raise self._unsupported(op, "atomic on a block pointer or descriptor")
+        if ptr.dtype not in ("i32", "i64", "f16", "f32", "f64"):
+            raise UnsupportedError(f"tl.atomic_{kind} on {ptr.dtype} is not supported by triton-iree",
+                                   kernel=self.kernel_name, loc=loc)
+        self._bind(op, self._emit(t.Atomic(kind, ptr.buffer, ptr.offsets, value, mask, cmp, loc)).result)
 
     def _op_tt_store(self, op, loc: str) -> None:
         operands = list(op.operands)

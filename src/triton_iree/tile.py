@@ -367,6 +367,21 @@ class Store(Op):
         self._init([], loc)
 
 
+class Atomic(Op):
+    """tt.atomic_rmw / tt.atomic_cas: for each element where `mask` holds, in row-major order,
+    reads `buffer[offsets]`, writes `kind` of it and `value` back, and returns what it read
+    (undefined where the mask is off). `kind` is 'add', 'max', 'min', 'umax', 'umin', 'and',
+    'or', 'xor', 'xchg', or 'cas' (writes `value` where the old value's bits equal `cmp`'s).
+    `value` may reinterpret the buffer's elements (same width), as after a pointer bitcast."""
+    _operands = ("offsets", "value", "mask", "cmp")
+
+    def __init__(self, kind: str, buffer: Param, offsets: Value, value: Value, mask: Optional[Value],
+                 cmp: Optional[Value] = None, loc: str = ""):
+        self.kind, self.buffer = kind, buffer
+        self.offsets, self.value, self.mask, self.cmp = offsets, value, mask, cmp
+        self._init([value.type], loc, "old")
+
+
 class Assert(Op):
     """tt.assert (`tl.device_assert` under Triton's debug switch): fails where `cond` is false."""
     _operands = ("cond",)
@@ -455,7 +470,7 @@ class Kernel:
 
     def stored_buffers(self) -> list[Param]:
         """Buffers the kernel writes, in parameter order."""
-        written = {id(op.buffer) for op in self.walk() if isinstance(op, Store)}
+        written = {id(op.buffer) for op in self.walk() if isinstance(op, (Store, Atomic))}
         return [p for p in self.buffers if id(p) in written]
 
 

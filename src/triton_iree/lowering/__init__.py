@@ -22,7 +22,7 @@ IREE workgroup, ``tl.program_id`` = ``flow.dispatch.workgroup.id``. Inside it:
 The emitter is one class assembled from one module per concern: `module` (host function,
 dispatch skeleton, program versions), `memory` (loads, stores, memory order), `compute`
 (elementwise, reductions), `dot`, `control` (loops, ifs), `shape` (join, split, cat, gather),
-`scan`, `histogram`, over `values` (state and text helpers); per-target choices live in
+`scan`, `histogram`, `atomics`, over `values` (state and text helpers); per-target choices live in
 `targets/`.
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ from iree.compiler import ir
 from .. import tile as t
 from ..analysis import Facts, analyze
 from ..errors import CompileError
+from .atomics import AtomicEmitter
 from .compute import ComputeEmitter
 from .control import ControlEmitter
 from .dot import DotEmitter
@@ -47,7 +48,7 @@ __all__ = ["CpuTiling", "EmitOptions", "Emitter", "cpu_options", "emit_module", 
 
 
 class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlEmitter, ShapeEmitter,
-              ScanEmitter, HistogramEmitter):
+              ScanEmitter, HistogramEmitter, AtomicEmitter):
     """The whole emitter: see the modules of this package."""
 
 

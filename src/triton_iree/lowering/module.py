@@ -39,7 +39,9 @@ class ModuleEmitter(EmitterBase):
             g = self.fresh("wg")
             self.w(f"{g} = arith.index_castui %grid_{axis} : i32 to index")
             wl.append(g)
-        if self.options.max_workgroups:
+        if self.serial:
+            wl = [self.idx(1)] * 3
+        elif self.options.max_workgroups:
             per = self._programs_per_workgroup(*wl)
             n = self.fresh("wg")
             self.w(f"{n} = arith.ceildivui {wl[0]}, {per} : index")
@@ -136,6 +138,9 @@ class ModuleEmitter(EmitterBase):
         for p in gathered.values():
             if id(p) not in self.written_ids:
                 self.full_buffer[id(p)] = self._full_buffer(p)
+        if self.serial:
+            self._serial_programs()
+            return
         if not self.options.max_workgroups:
             self._program()
             return
@@ -159,6 +164,24 @@ class ModuleEmitter(EmitterBase):
         self.scopes.pop()
         self.indent -= 1
         self.w("}")
+
+    def _serial_programs(self) -> None:
+        """Every program of the grid, one after another, in the order of Triton's interpreter
+        (axis 2 innermost)."""
+        loops = []
+        for axis in range(3):
+            n, iv = self.fresh("n"), self.fresh("prog")
+            self.w(f"{n} = arith.index_castui %n{'xyz'[axis]} : i32 to index")
+            self.w(f"scf.for {iv} = {self.idx(0)} to {n} step {self.idx(1)} {{")
+            self.indent += 1
+            self.scopes.append({})
+            self.program_ids[axis] = iv
+            loops.append(iv)
+        self._program()
+        for _ in loops:
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")
 
     def _program(self) -> None:
         """The body of one Triton program.
@@ -248,7 +271,7 @@ class ModuleEmitter(EmitterBase):
                 self._op(op)
 
     def _needed(self, op: t.Op) -> bool:
-        if isinstance(op, t.Store):
+        if isinstance(op, (t.Store, t.Atomic)):
             return True
         if isinstance(op, (t.For, t.If, t.While)):
             return id(op) in self.facts.live_ops
@@ -258,7 +281,7 @@ class ModuleEmitter(EmitterBase):
         structural = {t.Store: self._store, t.For: self._for, t.If: self._if, t.Reduce: self._reduce,
                       t.Dot: self._dot, t.While: self._while, t.Join: self._join, t.Split: self._split,
                       t.Cat: self._cat, t.Gather: self._gather, t.Scan: self._scan,
-                      t.Histogram: self._histogram}.get(type(op))
+                      t.Histogram: self._histogram, t.Atomic: self._atomic}.get(type(op))
         if structural is not None:
             structural(op)
             return
@@ -285,7 +308,9 @@ class ModuleEmitter(EmitterBase):
         if isinstance(op, t.Constant):
             return self.const(op.value, v.dtype)
         if isinstance(op, t.ProgramId):
-            if op.axis == 0 and self.program_x is not None:
+            if op.axis in self.program_ids:
+                i = self.program_ids[op.axis]
+            elif op.axis == 0 and self.program_x is not None:
                 i = self.program_x
             else:
                 i = self.fresh("wid")

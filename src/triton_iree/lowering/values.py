@@ -114,6 +114,10 @@ class EmitterBase():
         self.loop_depth = 0
         self.linalg_ops: list[_LinalgOp] = []
         self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
+        # A kernel with atomics runs its programs one after another in one workgroup (see
+        # `atomics`); program_ids then holds each axis' program id (an index).
+        self.serial = any(isinstance(op, t.Atomic) for op in kernel.walk())
+        self.program_ids: dict[int, str] = {}
         self.snapshots = snapshot_loads(kernel, facts, options.may_alias)
         self.snapshotting = False               # emitting a load in `snapshots`
 

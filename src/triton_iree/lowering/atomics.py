@@ -1,0 +1,121 @@
+"""Atomics (`tl.atomic_add` ... `tl.atomic_cas`): each element is a read, a combine and a
+write of one buffer element, in row-major order, where its mask holds.
+
+IREE has no atomic op on tensors. The dispatch of a kernel with atomics runs all its programs
+in one workgroup, one after another (`ModuleEmitter._serial_programs`), so nothing else touches
+memory while an element is read, combined and written: that makes each one atomic, at the cost
+of running the kernel on one core.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import tile as t
+from .values import EmitterBase, _Tensor
+
+_INT_COMBINE = {"add": "arith.addi", "max": "arith.maxsi", "min": "arith.minsi", "umax": "arith.maxui",
+                "umin": "arith.minui", "and": "arith.andi", "or": "arith.ori", "xor": "arith.xori"}
+
+
+class AtomicEmitter(EmitterBase):
+    """tt.atomic_rmw and tt.atomic_cas."""
+
+    def _atomic(self, op: t.Atomic) -> None:
+        v = op.result
+        if not v.is_tile:
+            m = self.scalar(op.mask) if op.mask is not None else None
+            cmp = self.scalar(op.cmp) if op.cmp is not None else None
+            old = self._atomic_element(op, self.scalar(op.offsets), self.scalar(op.value), m, cmp)
+            self.bind(("s", v.id), old)
+            return
+        names = {id(x): self.tensor(x) for x in op.operands()}
+        ty = v.type.mlir()
+        acc = self.fresh("e")
+        self.w(f"{acc} = tensor.empty() : {ty}")
+        ivs, results = [], []
+        for n in v.shape:
+            iv, arg, r = self.fresh("el"), self.fresh("acc"), self.fresh("olds")
+            self.w(f"{r} = scf.for {iv} = {self.idx(0)} to {self.idx(n)} step {self.idx(1)} "
+                   f"iter_args({arg} = {acc}) -> ({ty}) {{")
+            self.indent += 1
+            self.scopes.append({})
+            ivs.append(iv)
+            results.append(r)
+            acc = arg
+        at = ", ".join(ivs)
+
+        def element(x: Optional[t.Value]) -> Optional[str]:
+            if x is None:
+                return None
+            e = self.fresh("x")
+            self.w(f"{e} = tensor.extract {names[id(x)]}[{at}] : {x.type.mlir()}")
+            return e
+
+        old = self._atomic_element(op, element(op.offsets), element(op.value), element(op.mask),
+                                   element(op.cmp))
+        nxt = self.fresh("acc")
+        self.w(f"{nxt} = tensor.insert {old} into {acc}[{at}] : {ty}")
+        for r in reversed(results):
+            self.w(f"scf.yield {nxt} : {ty}")
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")
+            nxt = r
+        self.bind(("t", v.id), _Tensor(results[0], tuple(range(len(v.shape))), ty))
+
+    def _atomic_element(self, op: t.Atomic, off: str, x: str, mask: Optional[str],
+                        cmp: Optional[str]) -> str:
+        """One element: reads buffer[off], writes the combined value back; returns the value read
+        (zero where `mask` is false, and nothing is read or written)."""
+        p, dt = op.buffer, op.value.dtype
+        oi = self.fresh("i")
+        self.w(f"{oi} = arith.index_cast {off} : i64 to index")
+        old = self.fresh("old")
+        if mask is not None:
+            zero = self.const(0, dt)
+            self.w(f"{old} = scf.if {mask} -> ({dt}) {{")
+            self.indent += 1
+            self.scopes.append({})
+        sl, raw = self.fresh("sl"), self.fresh("x")
+        self.w(f"{sl} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{oi}], "
+               f"sizes = [1], strides = [1] : {self.buf_type(p)} -> tensor<1x{p.dtype}>")
+        self.w(f"{raw} = tensor.extract {sl}[{self.idx(0)}] : tensor<1x{p.dtype}>")
+        cur = self._bitcast_scalar(raw, p.dtype, dt)
+        new = self._bitcast_scalar(self._combine_atomic(op, cur, x, cmp), dt, p.dtype)
+        one = self.fresh("one")
+        self.w(f"{one} = tensor.from_elements {new} : tensor<1x{p.dtype}>")
+        self.w(f"iree_tensor_ext.dispatch.tensor.store {one}, {self.binding[id(p)]}, offsets = [{oi}], "
+               f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
+        if mask is None:
+            return cur
+        self.w(f"scf.yield {cur} : {dt}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("} else {")
+        self.w(f"  scf.yield {zero} : {dt}")
+        self.w("}")
+        return old
+
+    def _bitcast_scalar(self, x: str, src: str, dst: str) -> str:
+        if src == dst:
+            return x
+        r = self.fresh("x")
+        self.w(f"{r} = arith.bitcast {x} : {src} to {dst}")
+        return r
+
+    def _combine_atomic(self, op: t.Atomic, cur: str, x: str, cmp: Optional[str]) -> str:
+        dt = op.value.dtype
+        if op.kind == "xchg":
+            return x
+        if op.kind == "cas":
+            # Compares bits, as the hardware does (for floats too).
+            ibits = f"i{t.bitwidth(dt)}"
+            eq = self._cmp("eq", self._bitcast_scalar(cur, dt, ibits), self._bitcast_scalar(cmp, dt, ibits), ibits)
+            r = self.fresh("x")
+            self.w(f"{r} = arith.select {eq}, {x}, {cur} : {dt}")
+            return r
+        if t.is_float(dt):
+            if op.kind != "add":
+                raise self.err(f"tl.atomic_{op.kind} on {dt}", op)
+            return self._binop("arith.addf", cur, x, dt)
+        return self._binop(_INT_COMBINE[op.kind], cur, x, dt)
