@@ -7,6 +7,8 @@ import torch
 import triton
 import triton.language as tl
 
+import triton_iree
+
 from oracle import interpret
 
 BLOCK = 32
@@ -41,12 +43,13 @@ OPS = {"add": ("tl.atomic_add", True), "max": ("tl.atomic_max", True), "min": ("
        "xchg": ("tl.atomic_xchg", True)}
 RMW_CASES = [pytest.param(op, dtype, marks=pytest.mark.construct(construct))
              for op, (construct, floats) in OPS.items()
-             for dtype in ([torch.int32, torch.int64] + [torch.float32] * floats)]
+             for dtype in ([torch.int32, torch.int64] + [torch.float32] * floats)] + \
+    [pytest.param("add", torch.float16, marks=pytest.mark.construct("tl.atomic_add"))]
 
 
 def _values(n, dtype, seed):
     g = torch.Generator().manual_seed(seed)
-    if dtype == torch.float32:   # integers in floats: sums are exact in any order
+    if dtype.is_floating_point:   # small integers in floats: sums are exact in any order
         return torch.randint(-50, 50, (n,), generator=g).to(dtype)
     return torch.randint(-(1 << 20), 1 << 20, (n,), generator=g, dtype=dtype)
 
@@ -191,3 +194,35 @@ def test_memory_order():
     assert torch.equal(before, torch.arange(n, dtype=torch.float32))
     assert torch.equal(after, torch.arange(n, dtype=torch.float32) + 10)
     assert torch.equal(x, after)
+
+
+@triton.jit
+def column_sum_kernel(x_ptr, out_ptr, rows, cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    # A 2-D atomic whose rows hit the same addresses (a stride-0 dim), from several programs.
+    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)[:, None]
+    c = tl.arange(0, BLOCK_C)[None, :]
+    mask = (r < rows) & (c < cols)
+    x = tl.load(x_ptr + r * cols + c, mask=mask)
+    tl.atomic_add(out_ptr + c + 0 * r, x, mask=mask)
+
+
+@pytest.mark.construct("tl.atomic_add")
+def test_2d_duplicates():
+    rows, cols = 45, 13
+    x = torch.randint(-9, 9, (rows, cols), generator=torch.Generator().manual_seed(4)).float()
+    out = torch.zeros(cols)
+    column_sum_kernel[(triton.cdiv(rows, 8),)](x, out, rows, cols, BLOCK_R=8, BLOCK_C=16)
+    assert torch.equal(out, x.sum(0))
+
+
+@triton.jit
+def bf16_add_kernel(x_ptr, n):
+    offs = tl.arange(0, 16)
+    tl.atomic_add(x_ptr + offs, 1.0, mask=offs < n)
+
+
+@pytest.mark.construct("tl.atomic_add")
+def test_bf16_refused():
+    x = torch.zeros(10, dtype=torch.bfloat16)
+    with pytest.raises(triton_iree.UnsupportedError, match=r"tl\.atomic_add on bf16 .*test_atomics\.py:\d+"):
+        bf16_add_kernel[(1,)](x, 10)
