@@ -1,0 +1,141 @@
+"""fp8 types: casts (`tt.fp_to_fp`) to and from fp8e4nv / fp8e5 with Triton's rounding and
+saturation, downcasts rounding toward zero, and fp8 `tl.dot`; against torch."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+BLOCK = 64
+FP8 = {torch.float8_e4m3fn: (tl.float8e4nv, 448.0), torch.float8_e5m2: (tl.float8e5, 57344.0)}
+TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+
+
+@triton.jit
+def cast_kernel(x_ptr, y_ptr, n, DST: tl.constexpr, ROUNDING: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if ROUNDING == "":
+        y = x.to(DST)
+    else:
+        y = x.to(DST, fp_downcast_rounding=ROUNDING)
+    tl.store(y_ptr + offs, y, mask=m)
+
+
+def _cast(x, dst, rounding=""):
+    y = torch.empty(x.shape, dtype=dst)
+    dst_tl = FP8[dst][0] if dst in FP8 else TL[dst]
+    cast_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), DST=dst_tl, ROUNDING=rounding, BLOCK=BLOCK)
+    return y
+
+
+def _all_fp8(dtype):
+    return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype)
+
+
+def _same(a, b):
+    """Bitwise equal, except that any NaN matches any NaN."""
+    af, bf = a.float(), b.float()
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+    return bool(((a.view(bits[a.element_size()]) == b.view(bits[b.element_size()])) |
+                 (af.isnan() & bf.isnan())).all())
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.parametrize("src", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("fp8", list(FP8))
+def test_fp8_upcast_of_every_value(fp8, src):
+    x = _all_fp8(fp8)
+    assert _same(_cast(x, src), x.to(src))
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.parametrize("n", [BLOCK - 1, 3 * BLOCK - 1])
+@pytest.mark.parametrize("src", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("fp8", list(FP8))
+def test_fp8_downcast_rounds_to_nearest_even(fp8, src, n):
+    torch.manual_seed(n)
+    top = FP8[fp8][1]
+    # Values in range, the exact ties between neighbouring fp8 values, and tiny values.
+    grid = _all_fp8(fp8).float()
+    grid = grid[grid.isfinite() & (grid.abs() <= top)].sort().values
+    ties = (grid[1:] + grid[:-1]) / 2
+    x = torch.cat([torch.randn(n) * top / 8, ties[torch.randint(0, len(ties), (n,))], torch.randn(n) * 1e-3])
+    x = x.to(src)
+    assert _same(_cast(x, fp8), x.to(fp8))
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.parametrize("fp8", list(FP8))
+def test_fp8_downcast_saturates(fp8):
+    top = FP8[fp8][1]
+    x = torch.tensor([top * 1.5, -top * 4, float("inf"), float("-inf"), float("nan"), top, -top, 0.0])
+    y = _cast(x, fp8).float()
+    want = torch.tensor([top, -top, top, -top, float("nan"), top, -top, 0.0])
+    torch.testing.assert_close(y, want, equal_nan=True, rtol=0, atol=0)
+
+
+def _toward_zero(x, fp8):
+    """The fp8 value of largest magnitude not above |x|, with x's sign (saturating)."""
+    vals = _all_fp8(fp8)
+    finite = vals[vals.float().isfinite()]
+    pos = finite[finite.float() >= 0].float().unique().sort().values
+    idx = torch.searchsorted(pos, x.abs().float(), right=True) - 1
+    out = pos[idx.clamp(min=0)] * x.float().sign()
+    return torch.where(x.isnan(), x.float(), out)
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.parametrize("src", [torch.float32, torch.float16])
+@pytest.mark.parametrize("fp8", list(FP8))
+def test_fp8_downcast_toward_zero(fp8, src):
+    torch.manual_seed(0)
+    top = FP8[fp8][1]
+    x = torch.cat([torch.randn(3 * BLOCK - 1) * top / 4, torch.tensor([top * 2, -top * 3, 0.0, -0.0])]).to(src)
+    y = _cast(x, fp8, "rtz")
+    torch.testing.assert_close(y.float(), _toward_zero(x, fp8), rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+def test_f32_to_f16_toward_zero():
+    torch.manual_seed(0)
+    x = torch.cat([torch.randn(3 * BLOCK - 1) * 100, torch.tensor([1e6, -1e6, float("inf"), float("nan")])])
+    y = _cast(x, torch.float16, "rtz").float()
+    near = x.to(torch.float16).float()
+    # Rounding toward zero: never above |x|, and at most one f16 step below round-to-nearest.
+    finite = x.abs() < 65504
+    assert bool((y[finite].abs() <= x[finite].abs()).all())
+    assert bool((y[finite].to(torch.float16).view(torch.int16) - near[finite].to(torch.float16).view(torch.int16))
+                .abs().le(1).all())
+    assert y[-4].item() == 65504 and y[-3].item() == -65504 and y[-2].item() == float("inf") and y[-1].isnan()
+
+
+@triton.jit
+def fp8_dot_kernel(a_ptr, b_ptr, c_ptr, m, n, k, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.arange(0, BM)[:, None]
+    rn = tl.arange(0, BN)[None, :]
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm * k + rk[None, :], mask=(rm < m) & (rk[None, :] < k), other=0.0)
+    b = tl.load(b_ptr + rk[:, None] * n + rn, mask=(rk[:, None] < k) & (rn < n), other=0.0)
+    tl.store(c_ptr + rm * n + rn, tl.dot(a, b), mask=(rm < m) & (rn < n))
+
+
+@pytest.mark.construct("tl.dot (fp8)")
+@pytest.mark.parametrize("shape", [(15, 17, 31), (31, 16, 33)])
+@pytest.mark.parametrize("fp8", list(FP8))
+def test_fp8_dot(fp8, shape):
+    m, n, k = shape
+    torch.manual_seed(k)
+    a, b = torch.randn(m, k).to(fp8), torch.randn(k, n).to(fp8)
+    c = torch.empty(m, n)
+    fp8_dot_kernel[(1,)](a, b, c, m, n, k, BM=32, BN=32, BK=64)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.parametrize("fp8,normal", [(torch.float8_e4m3fn, 2.0 ** -6), (torch.float8_e5m2, 2.0 ** -14)])
+def test_fp8_downcast_near_the_smallest_normal(fp8, normal):
+    """Subnormals, and the values that round up to the smallest normal number."""
+    x = torch.linspace(0, 4 * normal, 4001)
+    x = torch.cat([x, -x])
+    assert _same(_cast(x, fp8), x.to(fp8))
