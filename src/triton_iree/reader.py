@@ -634,6 +634,9 @@ class TTIRReader:
             self._bind(op, self._float_cast(x, ty.dtype, loc))
             return
         if ty.dtype in FP8_MAX:
+            if x.dtype == "f64":    # through f32 it would round twice
+                raise UnsupportedError("casting fp64 to fp8 (.to(tl.float8...)) is not supported by triton-iree",
+                                       kernel=self.kernel_name, loc=loc)
             top = FP8_MAX[ty.dtype]
             x = ew("arith.maximumf", [ew("arith.minimumf", [x, const(top, x.dtype)], x.dtype), const(-top, x.dtype)],
                    x.dtype)

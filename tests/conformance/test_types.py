@@ -139,3 +139,10 @@ def test_fp8_downcast_near_the_smallest_normal(fp8, normal):
     x = torch.linspace(0, 4 * normal, 4001)
     x = torch.cat([x, -x])
     assert _same(_cast(x, fp8), x.to(fp8))
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+def test_fp64_to_fp8_is_unsupported():
+    from triton_iree import UnsupportedError
+    with pytest.raises(UnsupportedError, match=r"casting fp64 to fp8 .* \(kernel 'cast_kernel', at .*test_types.py:\d+"):
+        _cast(torch.ones(4, dtype=torch.float64), torch.float8_e4m3fn)
