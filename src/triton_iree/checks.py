@@ -3,7 +3,7 @@
 Under Triton's debug switch (`TRITON_DEBUG=1`, or `@triton.jit(debug=True)`) the backend runs
 `instrument` on the tile program before the analyses. It rewrites the kernel in place:
 
-- Every Load and Store, structured or not, scalar or tile, fails where its mask holds and its
+- Every Load, Store and Atomic, structured or not, scalar or tile, fails where its mask holds and its
   offset is outside ``[0, extent)``: offsets count elements from the start of the buffer the
   runtime imported for the argument, and `extent` is that buffer's length (a new i64 scalar
   parameter per buffer). A failing access is not performed at all: its negation (a scalar)
@@ -40,7 +40,7 @@ _INT_ATOMS = ("i8", "i16", "i32", "i64")
 @dataclass(frozen=True)
 class Site:
     """One checked access or assertion of the kernel."""
-    kind: str        # 'load' | 'store' | 'assert'
+    kind: str        # 'load' | 'store' | 'atomic' | 'assert'
     param: str       # the argument an access goes through ('' for asserts)
     loc: str
     message: str = ""
@@ -110,7 +110,7 @@ class _Instrumenter:
         ops, block.ops = block.ops, []
         for op in ops:
             self.block, self.loc = block, op.loc
-            if isinstance(op, (t.Load, t.Store)):
+            if isinstance(op, (t.Load, t.Store, t.Atomic)):
                 state = self.access(op, state)
             elif isinstance(op, t.Assert):
                 failed = self.any(self.negate(op.cond))
@@ -142,12 +142,13 @@ class _Instrumenter:
         op.results += new
         return tuple(new)
 
-    def access(self, op: t.Load | t.Store, state: tuple) -> tuple:
+    def access(self, op: t.Load | t.Store | t.Atomic, state: tuple) -> tuple:
         """Checks op's offsets against its buffer's extent. A failing access is not performed at
         all: a scalar condition joins its mask, which keeps a structured access structured."""
         offs, mask = op.offsets, op.mask
         extent, base = self.extents[id(op.buffer)].value, self._base(op.buffer)
-        site = Site("load" if isinstance(op, t.Load) else "store", op.buffer.name, op.loc)
+        kind = {t.Load: "load", t.Store: "store", t.Atomic: "atomic"}[type(op)]
+        site = Site(kind, op.buffer.name, op.loc)
         if not offs.is_tile:
             # Unsigned: a negative offset is huge.
             ok = self.ew("arith.cmpi", [offs, extent], "i1", predicate="ult")
@@ -173,9 +174,12 @@ class _Instrumenter:
         where = self.emit(t.If(failed, then, t.Block(yields=[state[1]]), [I64], self.loc))
         return self.update(failed, where, site, state)
 
-    def bounds(self, op: t.Load | t.Store, extent: t.Value) -> t.Value | None:
+    def bounds(self, op: t.Load | t.Store | t.Atomic, extent: t.Value) -> t.Value | None:
         """Whether a structured access leaves [0, extent), from its lowest and highest offsets
-        (over the mask's box); None where its form mentions a loop-carried pointer."""
+        (over the mask's box); None where its form mentions a loop-carried pointer, and for
+        atomics (checked element by element)."""
+        if isinstance(op, t.Atomic):
+            return None
         acc = self.facts.access(op)
         if not isinstance(acc, StructuredAccess) or not all(
                 isinstance(a, t.Value) and a.dtype in _INT_ATOMS for p in acc.polys() for a in p.atom_list()):
@@ -248,7 +252,7 @@ class _Instrumenter:
 
 def _has_checks(op_or_block) -> bool:
     blocks = op_or_block.regions() if isinstance(op_or_block, t.Op) else [op_or_block]
-    return any(isinstance(op, (t.Load, t.Store, t.Assert)) for b in blocks for op in b.walk())
+    return any(isinstance(op, (t.Load, t.Store, t.Atomic, t.Assert)) for b in blocks for op in b.walk())
 
 
 def instrument(kernel: t.Kernel) -> list[Site]:

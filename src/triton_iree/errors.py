@@ -43,7 +43,7 @@ class DeviceError(TritonIreeError):
     """Checked mode (Triton's debug switch) found an out-of-bounds access or a failed
     `tl.device_assert` in a program of a launch.
 
-    `program_id` is (x, y, z); for an access, `access` is 'load' or 'store', `param` the
+    `program_id` is (x, y, z); for an access, `access` is 'load', 'store' or 'atomic', `param` the
     argument's name and `offset` the failing element's offset from the argument's pointer;
     for an assertion, `access`, `param` and `offset` are None and `assert_message` is its message.
     """

@@ -226,3 +226,15 @@ def test_bf16_refused():
     x = torch.zeros(10, dtype=torch.bfloat16)
     with pytest.raises(triton_iree.UnsupportedError, match=r"tl\.atomic_add on bf16 .*test_atomics\.py:\d+"):
         bf16_add_kernel[(1,)](x, 10)
+
+
+@pytest.mark.construct("tl.atomic_add")
+def test_checked_mode_out_of_bounds():
+    x = torch.zeros(100, dtype=torch.int32)
+    x[70] = 13                        # one bin past the end, in program 1
+    hist, old = torch.zeros(13, dtype=torch.int32), torch.zeros(100, dtype=torch.int32)
+    with pytest.raises(triton_iree.DeviceError, match=r"out-of-bounds atomic through 'hist_ptr' in program "
+                                                      r"\(1, 0, 0\): element offset 13 ") as e:
+        histogram_kernel[(2,)](x, hist, old, 100, BLOCK=64, debug=True)
+    assert e.value.access == "atomic"
+    assert hist.sum().item() == 64    # program 1's failing atomic was not performed at all
