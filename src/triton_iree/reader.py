@@ -110,18 +110,21 @@ class Ptr:
     """A pointer (scalar or tile) during reading: a buffer plus i64 element offsets.
 
     `view` is the element type the pointer reads as, when a pointer bitcast reinterprets the
-    buffer's elements (same width), e.g. Triton's i1 pointers as i8.
+    buffer's elements, e.g. Triton's i1 pointers as i8. A view narrower than the buffer's
+    elements (`x_ptr.to(tl.pointer_type(tl.int8))` on a float32 buffer) has `scale` elements in
+    each buffer element, and its offsets count view elements.
     """
     buffer: t.Param
     offsets: t.Value
     view: Optional[str] = None
+    scale: int = 1
 
     @property
     def dtype(self) -> str:
         return self.view or self.buffer.dtype
 
     def moved(self, offsets: t.Value) -> "Ptr":
-        return Ptr(self.buffer, offsets, self.view)
+        return Ptr(self.buffer, offsets, self.view, self.scale)
 
 
 def _attr_int(op, name: str) -> int:
@@ -464,6 +467,9 @@ class TTIRReader:
         if "boundaryCheck" in op.attributes and len(ir.DenseI32ArrayAttr(op.attributes["boundaryCheck"])):
             raise self._unsupported(op, "boundary-checked load")
         ty = self._type(op.results[0].type, op)
+        if ptr.scale != 1:
+            self._bind(op, self._narrow_load(ptr, mask, other, ty, loc))
+            return
         if ptr.view is None:
             self._bind(op, self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, ty, loc)).result)
             return
@@ -490,10 +496,49 @@ class TTIRReader:
         if pointee is None:
             raise self._unsupported(op, "bitcast of a pointer to a non-pointer")
         dtype = memory_dtype(pointee)
-        if t.bitwidth(dtype) != t.bitwidth(src.buffer.dtype):
-            raise self._unsupported(op, f"pointer bitcast from {src.buffer.dtype} to {dtype} "
-                                        "(different element sizes)")
-        self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype))
+        if t.bitwidth(dtype) == t.bitwidth(src.dtype):
+            self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype, src.scale))
+            return
+        if src.scale != 1 or t.bitwidth(dtype) > t.bitwidth(src.dtype):
+            raise UnsupportedError(f"a pointer to {src.dtype} cast to a pointer to the wider {dtype} "
+                                   f"(.to(tl.pointer_type(...))) is not supported by triton-iree",
+                                   kernel=self.kernel_name, loc=loc)
+        # A narrower view: offsets count its elements, `scale` in each buffer element.
+        scale = t.bitwidth(src.dtype) // t.bitwidth(dtype)
+        c = self._emit(t.Constant(scale, src.offsets.type, loc)).result
+        offs = self._emit(t.Elementwise("arith.muli", [src.offsets, c], src.offsets.type, loc=loc)).result
+        self._bind(op, Ptr(src.buffer, offs, dtype, scale))
+
+    def _narrow_load(self, ptr: Ptr, mask, other, ty: t.Type, loc: str) -> t.Value:
+        """A load through a narrower view: the buffer element holding each view element, shifted
+        (little-endian) and truncated to it. Masked-off elements are `other`."""
+        def ew(name, args, dtype):
+            return self._emit(t.Elementwise(name, args, t.with_dtype(args[0].type, dtype), loc=loc)).result
+
+        def const(value):
+            return self._emit(t.Constant(value, ptr.offsets.type, loc)).result
+
+        wide, width = f"i{t.bitwidth(ptr.buffer.dtype)}", t.bitwidth(ptr.dtype)
+        elem = ew("arith.shrsi", [ptr.offsets, const(ptr.scale.bit_length() - 1)], "i64")
+        shift = ew("arith.muli", [ew("arith.andi", [ptr.offsets, const(ptr.scale - 1)], "i64"), const(width)], "i64")
+        raw = self._emit(t.Load(ptr.buffer, elem, mask, None, t.with_dtype(ty, ptr.buffer.dtype), loc)).result
+        if wide != "i64":
+            shift = ew("arith.trunci", [shift], wide)
+        part = ew("arith.trunci", [ew("arith.shrui", [self._bitcast(raw, wide, loc), shift], wide)], f"i{width}")
+        value = self._bitcast(part, ty.dtype, loc)
+        if other is None or mask is None:
+            return value
+        return self._emit(t.Elementwise("arith.select", [mask, value, other], ty, loc=loc)).result
+
+    def _op_tt_ptr_to_int(self, op, loc: str) -> None:
+        raise UnsupportedError("a pointer converted to an integer (.to(tl.int64) on a pointer) is not supported by "
+                               "triton-iree: pointers are arguments and offsets, not addresses",
+                               kernel=self.kernel_name, loc=loc)
+
+    def _op_tt_int_to_ptr(self, op, loc: str) -> None:
+        raise UnsupportedError("an integer converted to a pointer (.to(tl.pointer_type(...)) on an integer) is not "
+                               "supported by triton-iree: pointers are arguments and offsets, not addresses",
+                               kernel=self.kernel_name, loc=loc)
 
     def _op_tt_atomic_rmw(self, op, loc: str) -> None:
         kind = ATOMIC_RMW_OPS[_attr_int(op, "atomic_rmw_op")]
@@ -507,6 +552,8 @@ class TTIRReader:
     def _atomic(self, op, kind: str, ptr, value, mask, cmp, loc: str) -> None:
         if not isinstance(ptr, Ptr):
             raise self._unsupported(op, "atomic on a block pointer or descriptor")
+        if ptr.scale != 1:
+            raise self._unsupported(op, "atomic through a pointer cast to a narrower element type")
         if ptr.dtype not in ("i32", "i64", "f16", "f32", "f64"):
             raise UnsupportedError(f"tl.atomic_{kind} on {ptr.dtype} is not supported by triton-iree",
                                    kernel=self.kernel_name, loc=loc)
@@ -517,6 +564,10 @@ class TTIRReader:
         ptr = self._get(operands[0])
         if not isinstance(ptr, Ptr):
             raise self._unsupported(op, "store to a block pointer or descriptor")
+        if ptr.scale != 1:
+            raise UnsupportedError(f"a store through a pointer cast to the narrower {ptr.dtype} "
+                                   f"(.to(tl.pointer_type(...))) is not supported by triton-iree",
+                                   kernel=self.kernel_name, loc=loc)
         value = self._val(operands[1], op)
         mask = self._val(operands[2], op) if len(operands) > 2 else None
         if "boundaryCheck" in op.attributes and len(ir.DenseI32ArrayAttr(op.attributes["boundaryCheck"])):

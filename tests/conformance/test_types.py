@@ -146,3 +146,74 @@ def test_fp64_to_fp8_is_unsupported():
     from triton_iree import UnsupportedError
     with pytest.raises(UnsupportedError, match=r"casting fp64 to fp8 .* \(kernel 'cast_kernel', at .*test_types.py:\d+"):
         _cast(torch.ones(4, dtype=torch.float64), torch.float8_e4m3fn)
+
+
+@triton.jit
+def bytes_kernel(x_ptr, out_ptr, n, VIEW: tl.constexpr, BLOCK: tl.constexpr):
+    """Reads the buffer through a pointer to a narrower type: n view elements."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    p = x_ptr.to(tl.pointer_type(VIEW))
+    tl.store(out_ptr + offs, tl.load(p + offs, mask=m, other=7), mask=m)
+
+
+@triton.jit
+def bytes_scalar_kernel(x_ptr, out_ptr, i, VIEW: tl.constexpr):
+    tl.store(out_ptr, tl.load(x_ptr.to(tl.pointer_type(VIEW)) + i))
+
+
+VIEWS = [(torch.float32, torch.int8, tl.int8), (torch.int32, torch.int16, tl.int16),
+         (torch.float16, torch.uint8, tl.uint8), (torch.float64, torch.float32, tl.float32),
+         (torch.int64, torch.int8, tl.int8)]
+
+
+@pytest.mark.construct("pointer cast to another element size")
+@pytest.mark.parametrize("n_elems", [BLOCK // 2 - 1, 3 * BLOCK // 2 + 1])
+@pytest.mark.parametrize("src,view,view_tl", VIEWS)
+def test_load_through_a_narrower_pointer(src, view, view_tl, n_elems):
+    torch.manual_seed(n_elems)
+    x = (torch.randn(n_elems + 3) * 1000).to(src)[1:]      # a storage offset
+    n = n_elems * (x.element_size() // torch.empty(0, dtype=view).element_size())
+    out = torch.zeros(n + BLOCK, dtype=view)
+    bytes_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, VIEW=view_tl, BLOCK=BLOCK)
+    assert torch.equal(out[:n], x[:n_elems].contiguous().view(view))
+    assert torch.equal(out[n:], torch.zeros(BLOCK, dtype=view))
+    one = torch.zeros(1, dtype=view)
+    bytes_scalar_kernel[(1,)](x, one, 3, VIEW=view_tl)
+    assert one.item() == x.contiguous().view(view)[3].item()
+
+
+@triton.jit
+def narrow_store_kernel(x_ptr, BLOCK: tl.constexpr):
+    tl.store(x_ptr.to(tl.pointer_type(tl.int8)) + tl.arange(0, BLOCK), tl.zeros([BLOCK], tl.int8))
+
+
+@triton.jit
+def wider_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.load(x_ptr.to(tl.pointer_type(tl.int32)) + tl.arange(0, BLOCK)))
+
+
+@triton.jit
+def ptr_to_int_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, x_ptr.to(tl.int64))
+
+
+@triton.jit
+def int_to_ptr_kernel(addr, out_ptr):
+    tl.store(out_ptr, tl.load(addr.to(tl.int64).to(tl.pointer_type(tl.float32))))
+
+
+@pytest.mark.construct("pointer cast to another element size")
+@pytest.mark.parametrize("kernel,args,what", [
+    (narrow_store_kernel, lambda: [torch.zeros(16)], "a store through a pointer cast to the narrower i8"),
+    (wider_kernel, lambda: [torch.zeros(16, dtype=torch.int8), torch.zeros(16, dtype=torch.int32)],
+     "a pointer to i8 cast to a pointer to the wider i32"),
+    (ptr_to_int_kernel, lambda: [torch.zeros(1), torch.zeros(1, dtype=torch.int64)],
+     r"a pointer converted to an integer \(.to\(tl.int64\) on a pointer\)"),
+    (int_to_ptr_kernel, lambda: [123456, torch.zeros(1)], r"an integer converted to a pointer"),
+])
+def test_unsupported_pointer_casts(kernel, args, what):
+    from triton_iree import UnsupportedError
+    meta = {"BLOCK": 16} if kernel in (narrow_store_kernel, wider_kernel) else {}
+    with pytest.raises(UnsupportedError, match=what + r".*test_types.py:\d+"):
+        kernel[(1,)](*args(), **meta)
