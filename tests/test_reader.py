@@ -29,14 +29,13 @@ def _atomic_kernel(x_ptr, n):
 
 
 @triton.jit
-def _while_kernel(x_ptr, n):
-    i = 0
-    while i < n:
-        i += 1
-    tl.store(x_ptr, i)
+def _inline_asm_kernel(x_ptr, n):
+    x = tl.load(x_ptr)
+    tl.store(x_ptr, tl.inline_asm_elementwise("mov $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1))
 
 
-@pytest.mark.parametrize("fn,opname", [(_atomic_kernel, "tt.atomic_rmw"), (_while_kernel, "scf.while")])
+@pytest.mark.parametrize("fn,opname", [(_atomic_kernel, "tt.atomic_rmw"),
+                                       (_inline_asm_kernel, "tt.elementwise_inline_asm")])
 def test_unsupported_ops_name_op_and_source_line(fn, opname):
     text = frontend.kernel_ttir(fn, dict(x_ptr="*fp32", n="i32"))
     with pytest.raises(UnsupportedError) as e:
