@@ -6,6 +6,36 @@ a user can go straight to the line that needs changing.
 from __future__ import annotations
 
 
+# The Triton language construct behind each TTIR op, for messages in the user's terms.
+PYTHON_NAMES = {
+    "tt.scan": "tl.associative_scan / tl.cumsum / tl.cumprod", "tt.reduce": "tl.reduce (tl.sum, tl.max, ...)",
+    "tt.atomic_rmw": "tl.atomic_add / tl.atomic_max / ...", "tt.atomic_cas": "tl.atomic_cas",
+    "tt.histogram": "tl.histogram", "tt.gather": "tl.gather", "tt.map_elementwise": "tl.map_elementwise",
+    "tt.join": "tl.join", "tt.split": "tl.split", "tt.cat": "tl.cat", "tt.unsplat": "tl.item",
+    "tt.dot": "tl.dot", "tt.dot_scaled": "tl.dot_scaled", "tt.fp_to_fp": "tensor.to (fp8)",
+    "tt.print": "tl.device_print", "tt.assert": "tl.device_assert", "tt.call": "a @triton.jit function call",
+    "tt.elementwise_inline_asm": "tl.inline_asm_elementwise", "tt.extern_elementwise": "tl.extra.libdevice",
+    "tt.int_to_ptr": "tensor.to (int to pointer)", "tt.ptr_to_int": "tensor.to (pointer to int)",
+    "tt.bitcast": "tensor.to(bitcast=True)", "tt.make_tensor_descriptor": "tl.make_tensor_descriptor",
+    "tt.descriptor_load": "tensor descriptor load", "tt.descriptor_store": "tensor descriptor store",
+    "tt.make_tensor_ptr": "tl.make_block_ptr", "tt.advance": "tl.advance", "tt.trans": "tl.trans / tl.permute",
+    "tt.reshape": "tl.reshape", "tt.broadcast": "tl.broadcast_to", "tt.expand_dims": "tl.expand_dims",
+    "tt.clampf": "tl.clamp", "tt.precise_sqrt": "tl.sqrt_rn", "tt.precise_divf": "tl.div_rn",
+    "tt.mulhiui": "tl.umulhi", "scf.while": "a while loop", "cf.cond_br": "an early return",
+    "math.absf": "tl.abs", "arith.remf": "% on floats", "arith.maxnumf": "tl.maximum",
+    "arith.minnumf": "tl.minimum",
+}
+TYPE_NAMES = {"f64": "tl.float64", "f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16"}
+
+
+def python_name(ttir_op: str) -> str:
+    """The construct a TTIR op comes from, with the op: 'tl.gather (tt.gather)'."""
+    name = PYTHON_NAMES.get(ttir_op)
+    if name is None and ttir_op.startswith("math."):
+        name = f"tl.{ttir_op[5:]}"   # tl's math functions are named after their ops
+    return f"{name} ({ttir_op})" if name else ttir_op
+
+
 class TritonIreeError(Exception):
     """Base class of every error triton-iree raises on purpose."""
 

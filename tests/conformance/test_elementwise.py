@@ -30,8 +30,6 @@ def binary_kernel(x_ptr, y_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexp
 @pytest.mark.parametrize("op", ["add", "mul", "maximum", "where"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
 def test_binary(op, dtype):
-    if op == "maximum" and dtype == torch.float16:
-        pytest.xfail("fp16 tl.maximum links against libm's fmaxf, which IREE's CPU code lacks")
     n = 3 * BLOCK - 1
     torch.manual_seed(0)
     x = (torch.randn(n) * 10).to(dtype)

@@ -7,6 +7,7 @@ from typing import Optional
 
 from .. import tile as t
 from ..analysis import uniform_scalar
+from ..errors import TYPE_NAMES, python_name
 from .values import (_BF16_EXACT, _CASTS, _CHEAP_OPS, _INT_DIVS, EmitterBase, _Body, _bytes, _Tensor,
                      literal)
 
@@ -38,12 +39,30 @@ def _combiner_identity(block: t.Block) -> Optional[tuple[str, object]]:
 
 
 
+# LLVM turns scalar f16 maxnum / minnum (also f32 ones of extended f16 values: it narrows them)
+# into calls of the C library's fmaxf / fminf, which IREE's executables cannot link: they are
+# compare and select instead.
+_F16_SELECTS = {"arith.maxnumf": "oge", "arith.minnumf": "ole"}
+
+
+def _from_f16(v: t.Value) -> bool:
+    """`v` is an f16 value extended (tl.clamp on fp16 computes in f32, and LLVM narrows it back)."""
+    op = v.owner
+    return isinstance(op, t.Elementwise) and op.opname == "arith.extf" and op.args[0].dtype == "f16"
+
+
 class ComputeEmitter(EmitterBase):
     """Elementwise ops, tiles, reductions."""
 
     def _elementwise(self, op: t.Elementwise, args: list[str], out) -> str:
         dtypes = [a.dtype for a in op.args]
         rdtype = op.result.dtype
+        if (op.opname, rdtype) in self.options.no_libm:
+            raise self.err(f"{python_name(op.opname)} on {TYPE_NAMES.get(rdtype, rdtype)} is not supported on "
+                           f"this target: its code would call the C math library, which IREE's executables "
+                           f"cannot link; compute it in tl.float32 if that precision is enough", op)
+        if op.opname in _F16_SELECTS and (rdtype == "f16" or any(map(_from_f16, op.args))):
+            return self._select_max_min(op.opname, args, rdtype, out)
         if "bf16" in dtypes + [rdtype] and op.opname not in _BF16_EXACT:
             return self._bf16_elementwise(op, args, dtypes, out)
         return self._arith(op.opname, op.attrs, args, dtypes, rdtype, out)
@@ -71,6 +90,15 @@ class ComputeEmitter(EmitterBase):
             out(f"{r} = {name} {args[0]}, {safe} : {rdtype}")
         else:
             out(f"{r} = {name} {', '.join(args)} : {rdtype}")
+        return r
+
+    def _select_max_min(self, name: str, args: list[str], dtype: str, out) -> str:
+        """maxnum / minnum as a if a >= b (<= b for min) or b is NaN, else b: NaN loses to a number."""
+        c, nan, pick, r = self.fresh(), self.fresh(), self.fresh(), self.fresh()
+        out(f"{c} = arith.cmpf {_F16_SELECTS[name]}, {args[0]}, {args[1]} : {dtype}")
+        out(f"{nan} = arith.cmpf uno, {args[1]}, {args[1]} : {dtype}")
+        out(f"{pick} = arith.ori {c}, {nan} : i1")
+        out(f"{r} = arith.select {pick}, {args[0]}, {args[1]} : {dtype}")
         return r
 
     def _bf16_elementwise(self, op: t.Elementwise, args: list[str], dtypes: list[str], out) -> str:

@@ -18,7 +18,10 @@ class EmitOptions:
     program per workgroup.
     cpu_tiling: per-op lowering configs for llvm-cpu (None: IREE's defaults).
     may_alias: pointer arguments may share memory (see `memory_order`).
+    no_libm: (math op, element type) pairs that the target's code would compute by calling
+    libm, which its executables cannot link: refused with UnsupportedError.
     """
     max_workgroups: Optional[int] = None
     cpu_tiling: Optional[CpuTiling] = None
     may_alias: bool = False
+    no_libm: frozenset = frozenset()
