@@ -91,6 +91,8 @@ def result_dtype(name: str, args: tuple[str, ...]) -> Optional[str]:
         return a if name == "abs" else "i32"
     if name in FLOAT_OPS and a in _FLOATS and all(x == a for x in args):
         return a
+    if name == "pow" and a in _FLOATS and args[1:] == ("i32",):
+        return a
     if name in PREDICATES and args == (a,) and a in _FLOATS:
         return "i32"
     if name in CONVERSIONS and args == (a,) and a in CONVERSIONS[name][0]:
@@ -117,6 +119,11 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
     if name in INT_OPS and not t.is_float(args[0].dtype):
         r = op(INT_OPS[name], args, args[0].dtype)
         return op("arith.trunci", [r], ty.dtype) if r.dtype != ty.dtype else r
+    if name in ("pow", "fast_powf"):
+        x, y = wide(args[0]), args[1]
+        y = op("arith.sitofp", [y], x.dtype) if not t.is_float(y.dtype) else wide(y)
+        r = _pow(x, y, op, lambda value, dtype: emit(t.Constant(value, t.with_dtype(x.type, dtype), loc)))
+        return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
     if name in FLOAT_OPS:
         xs = [wide(x) for x in args]
         if name in NO_F64 and xs[0].dtype == "f64":
@@ -125,7 +132,8 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
             scale = emit(t.Constant(SCALED_LOGS[name], xs[0].type, loc))
             r = op("arith.mulf", [op("math.log", xs, xs[0].dtype), scale], xs[0].dtype)
         else:
-            r = op(FLOAT_OPS[name], xs, xs[0].dtype)
+            r = _edges(name, xs[0], op(FLOAT_OPS[name], xs, xs[0].dtype), op,
+                       lambda value: emit(t.Constant(value, xs[0].type, loc)))
         return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
     if name in PREDICATES:
         pred, magnitude = PREDICATES[name]
@@ -153,6 +161,64 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
     if name in BITCASTS:
         return op("arith.bitcast", args, ty.dtype)
     return None
+
+
+def _edges(name: str, x: t.Value, r: t.Value, op, const) -> t.Value:
+    """`r`, IREE's expansion of `name` at `x`, where it is right; C's result where it is not:
+    cbrt of infinities (NaN), asinh and acosh of large |x| (where x * x overflows), and acosh
+    below 1 (NaN)."""
+    dt = x.dtype
+
+    def cmp(pred: str, a: t.Value, b: t.Value) -> t.Value:
+        return op("arith.cmpf", [a, b], "i1", {"predicate": pred})
+
+    def where(c: t.Value, a: t.Value, b: t.Value) -> t.Value:
+        return op("arith.select", [c, a, b], dt)
+
+    if name not in ("cbrt", "asinh", "acosh"):
+        return r
+    ax = op("math.absf", [x], dt)
+    if name == "cbrt":
+        return where(cmp("oeq", ax, const(float("inf"))), x, r)
+    # log(2 |x|), the value for |x| > 2^28 (x * x beyond the precision of either type)
+    big = cmp("ogt", ax, const(2.0 ** 28))
+    log2x = op("arith.addf", [op("math.log", [ax], dt), const(math.log(2))], dt)
+    if name == "asinh":
+        return where(big, op("math.copysign", [log2x, x], dt), r)
+    return where(cmp("olt", x, const(1.0)), const(float("nan")), where(big, log2x, r))
+
+
+def _pow(x: t.Value, y: t.Value, op, const) -> t.Value:
+    """x ** y with C's special cases. IREE expands math.powf as exp(y * log(x)), which is right
+    for x > 0 only: the sign for odd integer y, NaN for negative x and other y, and the cases
+    whose result is 1 (y = 0, x = 1, x = -1 with y infinite) are added here."""
+    dt = x.dtype
+    bits = f"i{t.bitwidth(dt)}"
+
+    def cmp(pred: str, a: t.Value, b: t.Value) -> t.Value:
+        return op("arith.cmpf", [a, b], "i1", {"predicate": pred})
+
+    def both(a: t.Value, b: t.Value) -> t.Value:
+        return op("arith.andi", [a, b], "i1")
+
+    def where(c: t.Value, a: t.Value, b: t.Value) -> t.Value:
+        return op("arith.select", [c, a, b], dt)
+
+    zero, one, inf = const(0.0, dt), const(1.0, dt), const(float("inf"), dt)
+    ax, ay = op("math.absf", [x], dt), op("math.absf", [y], dt)
+    r = op("math.powf", [ax, y], dt)
+    y_finite = cmp("olt", ay, inf)
+    y_int = both(cmp("oeq", op("math.floor", [y], dt), y), y_finite)
+    half = op("arith.mulf", [y, const(0.5, dt)], dt)
+    y_odd = both(y_int, cmp("une", op("math.floor", [half], dt), half))
+    x_sign = op("arith.cmpi", [op("arith.bitcast", [x], bits), const(0, bits)], "i1", {"predicate": "slt"})
+    r = where(both(x_sign, y_odd), op("arith.negf", [r], dt), r)
+    y_fraction = both(y_finite, op("arith.xori", [y_int, const(True, "i1")], "i1"))
+    x_negative = both(cmp("olt", x, zero), cmp("olt", ax, inf))
+    r = where(both(x_negative, y_fraction), const(float("nan"), dt), r)
+    unit = op("arith.ori", [cmp("oeq", y, zero), cmp("oeq", x, one)], "i1")
+    unit = op("arith.ori", [unit, both(cmp("oeq", ax, one), cmp("oeq", ay, inf))], "i1")
+    return where(unit, one, r)
 
 
 def _builtin(name: str, arity: int):

@@ -195,3 +195,36 @@ def test_unsupported_function_is_named():
     x = torch.rand(10)
     with pytest.raises(triton_iree.UnsupportedError, match=r"tl\.extra\.libdevice\.lgamma.*test_libdevice\.py:\d+"):
         lgamma_kernel[(1,)](x, 10, BLOCK=16)
+
+
+SPECIAL = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1.0, -1.0, 1e-30, 1e30, -1e30, 0.5, -0.5]
+
+
+@pytest.mark.construct("tl.extra.libdevice")
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_special_values(name, request):
+    # Zeros, infinities, NaN and far-out values, in f32: the results C's math library gives.
+    if name in ("sin", "cos", "tan"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "IREE's f32 sin / cos / tan reduce their argument with too little precision: "
+            "wrong beyond |x| of about 1e3, inf or NaN at 1e30")))
+    x = torch.tensor(SPECIAL * 16, dtype=torch.float32)[:N]
+    ref = UNARY[name][0](x.double()).float()
+    out = _run(name, x)
+    tol = 0 if name in EXACT else TOL[torch.float32]
+    torch.testing.assert_close(out, ref, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.construct("tl.extra.libdevice")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pow_special_values(dtype):
+    # exp(y * log(x)) alone gets negative bases, 0 ** 0, 1 ** nan and (-1) ** inf wrong.
+    xs = [-2.0, -2.0, -2.0, 0.0, 0.0, -0.0, -0.0, 2.0, -8.0, float("inf"), -float("inf"), -float("inf"),
+          float("nan"), 1.0, -1.5, 4.0, -1.0, -0.5]
+    ys = [3.0, 2.0, 0.5, 0.0, -1.0, -3.0, 3.0, 0.5, 1 / 3, -1.0, 3.0, 2.0, 0.0, float("nan"), 2.0, -0.5,
+          float("inf"), -float("inf")]
+    x, y = torch.tensor(xs * 11, dtype=dtype)[:N], torch.tensor(ys * 11, dtype=dtype)[:N]
+    torch.testing.assert_close(_run("pow", x, y), torch.pow(x, y), rtol=TOL[dtype], atol=0, equal_nan=True)
+    n = torch.tensor([3, 2, -1, 0, -3, 5] * 40, dtype=torch.int32)[:N]
+    torch.testing.assert_close(_run("pow", x, n), torch.pow(x, n.to(dtype)), rtol=TOL[dtype], atol=0,
+                               equal_nan=True)
