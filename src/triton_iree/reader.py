@@ -17,7 +17,7 @@ from typing import Optional
 from iree.compiler import ir
 
 from . import tile as t
-from .errors import UnsupportedError, InputError
+from .errors import UnsupportedError, InputError, python_name
 
 # arith.cmpi / arith.cmpf predicate enums, as TTIR's generic form prints them (integers).
 CMPI_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
@@ -58,10 +58,47 @@ _LOC_NAME = re.compile(r'^loc\("([^"]+)"\(')
 _PTR_TYPE = re.compile(r"^!tt\.ptr<([^,>]+)(?:,\s*\d+)?>$")
 
 
+@functools.cache
+def _in_triton(file: str) -> bool:
+    """`file` is part of Triton itself (its language library: triton/language/standard.py)."""
+    import triton
+    return os.path.realpath(file).startswith(os.path.dirname(os.path.realpath(triton.__file__)) + os.sep)
+
+
 def source_loc(location: ir.Location) -> str:
-    """'file:line:col' of an MLIR location, or '' when it carries none."""
-    m = _LOC_FILE_LINE.search(str(location))
-    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else ""
+    """'file:line:col' of an MLIR location: of the innermost call site outside Triton's own
+    library (the user's `tl.cumsum(x)`, not the line of standard.py that builds the scan), or
+    '' when it carries none."""
+    frames = _LOC_FILE_LINE.findall(str(location))   # the innermost call first
+    user = next((f for f in frames if not _in_triton(f[0])), frames[0] if frames else None)
+    return ":".join(user) if user else ""
+
+
+@functools.cache
+def _library_functions() -> list[tuple[str, str, int, int]]:
+    """(name, file, first line, end line) of the @triton.jit functions of Triton's language
+    library (tl.sum, tl.cumsum, tl.sort, ...)."""
+    from triton.language import standard
+    found = []
+    for name in dir(standard):
+        fn = getattr(getattr(standard, name), "fn", None)
+        if fn is not None and not name.startswith("_") and inspect.isfunction(fn):
+            lines, first = inspect.getsourcelines(fn)
+            found.append((f"tl.{name}", os.path.realpath(inspect.getsourcefile(fn)), first, first + len(lines)))
+    return found
+
+
+def library_call(location: ir.Location) -> Optional[str]:
+    """The Triton library function ('tl.cumsum') that the user's code called and whose body
+    holds `location`, or None."""
+    frames = _LOC_FILE_LINE.findall(str(location))
+    called = None
+    for file, line, _ in frames:     # the innermost call first: keep the last library frame
+        if not _in_triton(file):
+            break
+        called = next((name for name, path, first, end in _library_functions()
+                       if first <= int(line) < end and os.path.realpath(file) == path), called)
+    return called
 
 
 @functools.cache
@@ -218,7 +255,10 @@ class TTIRReader:
     # -- helpers -----------------------------------------------------------------------
     def _unsupported(self, op, what: str = "") -> UnsupportedError:
         name = op.name if hasattr(op, "name") else op.operation.name
-        msg = f"unsupported TTIR op '{name}'" + (f": {what}" if what else "")
+        construct = python_name(name)
+        if (called := library_call(op.location)) is not None:
+            construct = f"{called} ({name})"
+        msg = f"{construct} is not supported by triton-iree" + (f": {what}" if what else "")
         return UnsupportedError(msg, kernel=self.kernel_name, loc=source_loc(op.location))
 
     def _dtype(self, ty: ir.Type, op) -> str:
@@ -259,7 +299,7 @@ class TTIRReader:
             for op in mblock.operations:
                 name = op.operation.name
                 if name in ("tt.return", "scf.yield", "tt.reduce.return", "scf.condition",
-                            "tt.scan.return"):
+                            "tt.scan.return", "tt.map_elementwise.return"):
                     return [self._get(v) for v in op.operands]
                 if name == "cf.br":
                     return self._branch(op, op.successors[0], [self._get(v) for v in op.operands], tblock)
@@ -272,7 +312,7 @@ class TTIRReader:
 
     def _read_op(self, op, name: str) -> None:
         loc = source_loc(op.location)
-        if "/triton/language/" in loc and (call := unsupported_library_call(op.location)):
+        if "/triton/language/" in str(op.location) and (call := unsupported_library_call(op.location)):
             raise UnsupportedError(f"{call[0]} is not supported yet (iree-compile does not finish on its "
                                    f"expansion)", kernel=self.kernel_name, loc=call[1])
         handler = getattr(self, "_op_" + name.replace(".", "_"), None)
@@ -598,6 +638,21 @@ class TTIRReader:
         reverse = ir.BoolAttr(op.attributes["reverse"]).value if "reverse" in op.attributes else False
         scan = self._emit(t.Scan(srcs, _attr_int(op, "axis"), reverse, combiner, loc))
         for r, tv in zip(op.results, scan.results):
+            self.env[r] = tv
+
+    def _op_tt_map_elementwise(self, op, loc: str) -> None:
+        args = [self._val(v, op) for v in op.operands]
+        if _attr_int(op, "pack") != 1:
+            raise UnsupportedError("tl.map_elementwise with pack > 1 is not supported yet",
+                                   kernel=self.kernel_name, loc=loc)
+        if len(op.regions[0].blocks) != 1:
+            raise UnsupportedError("tl.map_elementwise of a function with a return inside an if (unstructured "
+                                   "control flow) is not supported yet; assign the result in both branches and "
+                                   "return once", kernel=self.kernel_name, loc=loc)
+        body = self._scalar_region(op, op.regions[0].blocks[0])
+        types = [self._type(r.type, op) for r in op.results]
+        mapped = self._emit(t.MapElementwise(args, body, types, loc))
+        for r, tv in zip(op.results, mapped.results):
             self.env[r] = tv
 
     def _op_tt_gather(self, op, loc: str) -> None:

@@ -318,6 +318,20 @@ class Scan(Op):
         return [self.combiner]
 
 
+class MapElementwise(Op):
+    """tl.map_elementwise: the scalar function `body` (a region taking one element of each of
+    `args`, same shape, and yielding one element of each result) applied to every element."""
+    _operands = ("args",)
+
+    def __init__(self, args: Sequence[Value], body: Block, types: Sequence[Type], loc: str = ""):
+        self.args = list(args)
+        self.body = body
+        self._init(types, loc)
+
+    def regions(self) -> list[Block]:
+        return [self.body]
+
+
 class Gather(Op):
     """tt.gather: result[i] = src[i with dim `axis` replaced by index[i]]."""
     _operands = ("src", "index")

@@ -37,6 +37,7 @@ from .compute import ComputeEmitter
 from .control import ControlEmitter
 from .dot import DotEmitter
 from .histogram import HistogramEmitter
+from .map_elementwise import MapElementwiseEmitter
 from .memory import MemoryEmitter
 from .module import ModuleEmitter
 from .options import EmitOptions
@@ -48,7 +49,7 @@ __all__ = ["CpuTiling", "EmitOptions", "Emitter", "cpu_options", "emit_module", 
 
 
 class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlEmitter, ShapeEmitter,
-              ScanEmitter, HistogramEmitter, AtomicEmitter):
+              ScanEmitter, HistogramEmitter, AtomicEmitter, MapElementwiseEmitter):
     """The whole emitter: see the modules of this package."""
 
 

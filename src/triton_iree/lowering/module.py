@@ -281,7 +281,8 @@ class ModuleEmitter(EmitterBase):
         structural = {t.Store: self._store, t.For: self._for, t.If: self._if, t.Reduce: self._reduce,
                       t.Dot: self._dot, t.While: self._while, t.Join: self._join, t.Split: self._split,
                       t.Cat: self._cat, t.Gather: self._gather, t.Scan: self._scan,
-                      t.Histogram: self._histogram, t.Atomic: self._atomic}.get(type(op))
+                      t.Histogram: self._histogram, t.Atomic: self._atomic,
+                      t.MapElementwise: self._map_elementwise}.get(type(op))
         if structural is not None:
             structural(op)
             return
