@@ -21,7 +21,8 @@ PYTHON_NAMES = {
     "tt.make_tensor_ptr": "tl.make_block_ptr", "tt.advance": "tl.advance", "tt.trans": "tl.trans / tl.permute",
     "tt.reshape": "tl.reshape", "tt.broadcast": "tl.broadcast_to", "tt.expand_dims": "tl.expand_dims",
     "tt.clampf": "tl.clamp", "tt.precise_sqrt": "tl.sqrt_rn", "tt.precise_divf": "tl.div_rn",
-    "tt.mulhiui": "tl.umulhi", "scf.while": "a while loop", "cf.cond_br": "an early return",
+    "tt.mulhiui": "tl.umulhi", "scf.for": "a for loop", "scf.while": "a while loop",
+    "cf.cond_br": "an early return",
     "math.absf": "tl.abs", "arith.remf": "% on floats", "arith.maxnumf": "tl.maximum",
     "arith.minnumf": "tl.minimum",
 }

@@ -13,7 +13,7 @@ from .. import compile as iree_compile
 from .. import checks, frontend, reader
 from ..analysis import analyze
 from ..lowering import EmitOptions, cpu_options, emit_module, lower
-from ..errors import CompileError
+from ..errors import CompileError, UnsupportedError
 
 
 @functools.lru_cache()
@@ -24,6 +24,17 @@ def source_key() -> str:
     for p in sorted(root.rglob("*.py")):
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
+
+
+def _without_internal_frames(stage):
+    """The stage, raising its UnsupportedError without triton-iree's internal frames: the
+    message names the construct, the kernel and the user's source line already."""
+    def run(src, metadata):
+        try:
+            return stage(src, metadata)
+        except UnsupportedError as e:
+            raise e.with_traceback(None) from None
+    return run
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,7 @@ class IreeBackend(BaseBackend):
         if language != Language.TRITON:
             raise NotImplementedError("triton-iree runs Triton kernels; Gluon is not supported")
         stages["ttir"] = lambda src, metadata: frontend.make_ttir(src, metadata, options)
-        stages["iree"] = lambda src, metadata: self._lower(src, metadata, options)
+        stages["iree"] = _without_internal_frames(lambda src, metadata: self._lower(src, metadata, options))
         stages["vmfb"] = lambda src, metadata: self._compile(src, metadata)
 
     def _lower(self, mod, metadata: dict, options: IreeOptions) -> str:
