@@ -157,7 +157,8 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
             return op("arith.uitofp" if name.startswith("u") else "arith.sitofp", [x], ty.dtype)
         if rounding:
             x = op(rounding, [x], x.dtype)
-        return op("arith.fptoui" if dst.startswith("u") else "arith.fptosi", [x], ty.dtype)
+        return _saturating_cast(x, dst, ty.dtype, op, lambda value, dtype: emit(t.Constant(value, t.with_dtype(
+            x.type, dtype), loc)))
     if name in BITCASTS:
         return op("arith.bitcast", args, ty.dtype)
     return None
@@ -186,6 +187,24 @@ def _edges(name: str, x: t.Value, r: t.Value, op, const) -> t.Value:
     if name == "asinh":
         return where(big, op("math.copysign", [log2x, x], dt), r)
     return where(cmp("olt", x, const(1.0)), const(float("nan")), where(big, log2x, r))
+
+
+def _saturating_cast(x: t.Value, dst: str, dtype: str, op, const) -> t.Value:
+    """Float `x` (already rounded) to the integer type `dst` ('i32', 'u64', ...; `dtype` is its
+    signless type) as CUDA converts: out-of-range values saturate, NaN becomes 0. A plain
+    fptosi / fptoui is undefined there."""
+    unsigned, bits = dst.startswith("u"), t.bitwidth(dtype)
+    lo, hi = (0, (1 << bits) - 1) if unsigned else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    r = op("arith.fptoui" if unsigned else "arith.fptosi", [x], dtype)
+
+    def where(pred: str, bound: float, value: int, r: t.Value) -> t.Value:
+        c = op("arith.cmpf", [x, const(bound, x.dtype) if pred != "uno" else x], "i1", {"predicate": pred})
+        return op("arith.select", [c, const(value, dtype), r], dtype)
+
+    signed = (lambda v: v - (1 << bits) if v >= 1 << (bits - 1) else v)   # the bits as a signless constant
+    r = where("oge", float(hi + 1), signed(hi), r)
+    r = where("olt", float(lo), lo, r)
+    return where("uno", 0.0, 0, r)
 
 
 def _pow(x: t.Value, y: t.Value, op, const) -> t.Value:
