@@ -42,6 +42,8 @@ FLOAT_OPS = {
     "copysign": "math.copysign", "div_rn": "arith.divf", "fast_dividef": "arith.divf",
     "add_rn": "arith.addf", "sub_rn": "arith.subf", "mul_rn": "arith.mulf",
     "fma": "math.fma", "fma_rn": "math.fma",
+    # written as several ops by `expand`
+    "hypot": "", "rcp_rn": "",
 }
 # Refused on f64 arguments: functions IREE's llvm-cpu lowers to libm calls on f64 (or not at
 # all), which its executables cannot link; and sqrt_rn, whose f64 square root is not always
@@ -124,6 +126,11 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
         y = op("arith.sitofp", [y], x.dtype) if not t.is_float(y.dtype) else wide(y)
         r = _pow(x, y, op, lambda value, dtype: emit(t.Constant(value, t.with_dtype(x.type, dtype), loc)))
         return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
+    if name in ("hypot", "rcp_rn"):
+        xs = [wide(x) for x in args]
+        const = (lambda value: emit(t.Constant(value, xs[0].type, loc)))
+        r = op("arith.divf", [const(1.0), xs[0]], xs[0].dtype) if name == "rcp_rn" else _hypot(*xs, op, const)
+        return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
     if name in FLOAT_OPS:
         xs = [wide(x) for x in args]
         if name in NO_F64 and xs[0].dtype == "f64":
@@ -205,6 +212,21 @@ def _saturating_cast(x: t.Value, dst: str, dtype: str, op, const) -> t.Value:
     r = where("oge", float(hi + 1), signed(hi), r)
     r = where("olt", float(lo), lo, r)
     return where("uno", 0.0, 0, r)
+
+
+def _hypot(x: t.Value, y: t.Value, op, const) -> t.Value:
+    """sqrt(x * x + y * y) without overflow or underflow: m * sqrt(1 + (n / m) ** 2) for
+    m = max(|x|, |y|), n = min; 0 where both are 0, inf where either is infinite (even with a
+    NaN), NaN where either is NaN otherwise."""
+    dt = x.dtype
+    ax, ay = op("math.absf", [x], dt), op("math.absf", [y], dt)
+    m, n = op("arith.maximumf", [ax, ay], dt), op("arith.minimumf", [ax, ay], dt)
+    q = op("arith.divf", [n, m], dt)
+    r = op("arith.mulf", [m, op("math.sqrt", [op("math.fma", [q, q, const(1.0)], dt)], dt)], dt)
+    zero, inf = const(0.0), const(float("inf"))
+    r = op("arith.select", [op("arith.cmpf", [m, zero], "i1", {"predicate": "oeq"}), zero, r], dt)
+    infinite = op("arith.ori", [op("arith.cmpf", [a, inf], "i1", {"predicate": "oeq"}) for a in (ax, ay)], "i1")
+    return op("arith.select", [infinite, inf, r], dt)
 
 
 def _pow(x: t.Value, y: t.Value, op, const) -> t.Value:

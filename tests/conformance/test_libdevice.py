@@ -57,16 +57,17 @@ UNARY = {
     "trunc": (torch.trunc, (-5, 5)), "rint": (torch.round, (-5, 5)),
     "nearbyint": (torch.round, (-5, 5)),
     "round": (lambda x: torch.sign(x) * torch.floor(x.abs() + 0.5), (-5, 5)),
+    "rcp_rn": (torch.reciprocal, (-5, 5)),
 }
 BINARY = {
     "pow": (torch.pow, (0.1, 4), (-3, 3)), "atan2": (torch.atan2, (-5, 5), (-5, 5)),
     "fmod": (torch.fmod, (-20, 20), (0.5, 4)), "copysign": (torch.copysign, (-5, 5), (-5, 5)),
     "div_rn": (torch.div, (-5, 5), (0.5, 4)), "add_rn": (torch.add, (-5, 5), (-5, 5)),
-    "mul_rn": (torch.mul, (-5, 5), (-5, 5)),
+    "mul_rn": (torch.mul, (-5, 5), (-5, 5)), "hypot": (torch.hypot, (-5, 5), (-5, 5)),
 }
 # Exactly rounded in IREE (no approximation): compared bit for bit.
 EXACT = {"abs", "floor", "ceil", "trunc", "rint", "nearbyint", "round", "sqrt", "fmod", "copysign",
-         "div_rn", "add_rn", "mul_rn"}
+         "div_rn", "add_rn", "mul_rn", "rcp_rn"}
 TOL = {torch.float32: 1e-5, torch.float64: 1e-12, torch.float16: 1e-3}
 
 
@@ -242,3 +243,13 @@ def test_pow_special_values(dtype):
     n = torch.tensor([3, 2, -1, 0, -3, 5] * 40, dtype=torch.int32)[:N]
     torch.testing.assert_close(_run("pow", x, n), torch.pow(x, n.to(dtype)), rtol=TOL[dtype], atol=0,
                                equal_nan=True)
+
+
+@pytest.mark.construct("tl.extra.libdevice")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hypot_special_values(dtype):
+    big = 1e30 if dtype == torch.float32 else 1e300   # the squares overflow
+    xs = [0.0, -0.0, 3.0, big, -big, 1e-30, float("inf"), float("nan"), float("nan"), -float("inf"), 5.0]
+    ys = [0.0, 0.0, -4.0, big, 1.0, 1e-30, float("nan"), float("inf"), 2.0, 0.0, -0.0]
+    x, y = torch.tensor(xs * 17, dtype=dtype)[:N], torch.tensor(ys * 17, dtype=dtype)[:N]
+    torch.testing.assert_close(_run("hypot", x, y), torch.hypot(x, y), rtol=TOL[dtype], atol=0, equal_nan=True)
