@@ -105,6 +105,16 @@ def _max_with_index(v1, i1, v2, i2):
 
 
 @triton.jit
+def _max_with_index_if(v1, i1, v2, i2):
+    # The same, with an if (an scf.if on scalars inside the combine function).
+    if v2 > v1:
+        v, i = v2, i2
+    else:
+        v, i = v1, i1
+    return v, i
+
+
+@triton.jit
 def assoc_scan_kernel(a_ptr, b_ptr, oa_ptr, ob_ptr, rows, cols, FN: tl.constexpr, AXIS: tl.constexpr,
                       REVERSE: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
     r = tl.program_id(0) * R + tl.arange(0, R)
@@ -115,8 +125,10 @@ def assoc_scan_kernel(a_ptr, b_ptr, oa_ptr, ob_ptr, rows, cols, FN: tl.constexpr
     b = tl.load(b_ptr + p, mask=m, other=0)
     if FN == "affine":
         x, y = tl.associative_scan((a, b), AXIS, _affine_combine, reverse=REVERSE)
-    else:
+    elif FN == "max_with_index":
         x, y = tl.associative_scan((a, b), AXIS, _max_with_index, reverse=REVERSE)
+    else:
+        x, y = tl.associative_scan((a, b), AXIS, _max_with_index_if, reverse=REVERSE)
     tl.store(oa_ptr + p, x, mask=m)
     tl.store(ob_ptr + p, y, mask=m)
 
@@ -125,7 +137,7 @@ def assoc_scan_kernel(a_ptr, b_ptr, oa_ptr, ob_ptr, rows, cols, FN: tl.constexpr
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.parametrize("fn,dtype", [("affine", torch.float32), ("affine", torch.int32),
-                                      ("max_with_index", torch.float32)])
+                                      ("max_with_index", torch.float32), ("max_with_index_if", torch.int32)])
 def test_associative_scan(fn, dtype, axis, reverse):
     R, C = 8, 16
     rows, cols = 3 * R - 1, C - 1

@@ -1,5 +1,6 @@
 """`tl.map_elementwise`: one `linalg.generic` whose body is the user's scalar function, with its
-`if`s as `scf.if` on scalars (each element runs only the branch it takes)."""
+`if`s as `scf.if` on scalars (each element runs only the branch it takes). Scans emit their
+combine functions the same way (`_scalar_block`)."""
 from __future__ import annotations
 
 from .. import tile as t
@@ -17,7 +18,7 @@ class MapElementwiseEmitter(EmitterBase):
         self.scopes.append({})
         for a, x in zip(op.body.args, xs):
             self.bind(("s", a.id), x)
-        self._scalar_block(op.body, body.lines, "")
+        self._scalar_block(op.body, body.lines, "", "tl.map_elementwise")
         ys = [self.scalar(y) for y in op.body.yields]
         self.scopes.pop()
         out = self.fresh("map")
@@ -29,8 +30,9 @@ class MapElementwiseEmitter(EmitterBase):
         for r, name in zip(op.results, names):
             self.bind(("t", r.id), _Tensor(name, tuple(range(rank)), r.type.mlir()))
 
-    def _scalar_block(self, block: t.Block, lines: list[str], pad: str) -> None:
-        """The ops of a scalar region, as lines of a linalg body indented by `pad`."""
+    def _scalar_block(self, block: t.Block, lines: list[str], pad: str, construct: str) -> None:
+        """The ops of a scalar region (the function `construct` applies), as lines of a linalg
+        body indented by `pad`."""
         out = lambda line: lines.append(pad + line)   # noqa: E731
         for op in block.ops:
             if isinstance(op, t.Constant):
@@ -39,16 +41,16 @@ class MapElementwiseEmitter(EmitterBase):
             elif isinstance(op, t.Elementwise):
                 r = self._elementwise(op, [self.scalar(a) for a in op.args], out)
             elif isinstance(op, t.If) and not any(v.is_tile for v in op.results):
-                r = self._scalar_if(op, lines, pad)
+                r = self._scalar_if(op, lines, pad, construct)
             else:
-                raise self.err(f"unsupported op {op.name} in the function of tl.map_elementwise", op)
+                raise self.err(f"unsupported op {op.name} in the function of {construct}", op)
             if isinstance(op, t.If):
                 for v, name in zip(op.results, r):
                     self.bind(("s", v.id), name)
             else:
                 self.bind(("s", op.result.id), r)
 
-    def _scalar_if(self, op: t.If, lines: list[str], pad: str) -> list[str]:
+    def _scalar_if(self, op: t.If, lines: list[str], pad: str, construct: str) -> list[str]:
         res = self.fresh("if")
         types = ", ".join(v.dtype for v in op.results)
         n = len(op.results)
@@ -58,7 +60,7 @@ class MapElementwiseEmitter(EmitterBase):
             if i:
                 lines.append(pad + "} else {")
             self.scopes.append({})
-            self._scalar_block(blk, lines, pad + "  ")
+            self._scalar_block(blk, lines, pad + "  ", construct)
             if n:
                 lines.append(f"{pad}  scf.yield {', '.join(self.scalar(y) for y in blk.yields)} : {types}")
             self.scopes.pop()

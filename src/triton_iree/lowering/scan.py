@@ -70,7 +70,12 @@ class ScanEmitter(EmitterBase):
                 a = self.fresh("in")
                 body.ins.append((self._scan_slice(src, ty, axis, pos), _without(ty, axis).mlir(), ident, a, ty.dtype))
                 ins[part].append(a)
-        ys = self._combine(body, op.combiner, ins["acc"], ins["x"])
+        self.scopes.append({})
+        for a, name in zip(op.combiner.args, ins["acc"] + ins["x"]):
+            self.bind(("s", a.id), name)
+        self._scalar_block(op.combiner, body.lines, "", "tl.associative_scan")
+        ys = [self.scalar(y) for y in op.combiner.yields]
+        self.scopes.pop()
         step = self.fresh("step")
         self._write_generic(step, body, [ident] * len(rests), ["parallel"] * rank,
                             [self._empty(r.mlir()) for r in rests], [r.mlir() for r in rests],
