@@ -81,4 +81,24 @@ def test_map_elementwise_early_return_refused():
     x = torch.randn(BLOCK)
     with pytest.raises(triton_iree.UnsupportedError, match=r"tl\.map_elementwise .*return inside an if") as e:
         early_return_kernel[(1,)](x, torch.zeros(BLOCK), BLOCK=BLOCK)
-    assert "test_map_elementwise.py:76" in str(e.value)
+    assert f"test_map_elementwise.py:{early_return_kernel.fn.__code__.co_firstlineno + 3}:" in str(e.value)
+
+
+@triton.jit
+def _add_pairs(a0, a1, b0, b1):
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
+def pack_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, tl.map_elementwise(_add_pairs, x, x, pack=2)[0])
+
+
+@pytest.mark.construct("tl.map_elementwise")
+def test_map_elementwise_pack_refused():
+    x = torch.randn(BLOCK)
+    with pytest.raises(triton_iree.UnsupportedError, match=r"tl\.map_elementwise with pack > 1") as e:
+        pack_kernel[(1,)](x, torch.zeros(BLOCK), BLOCK=BLOCK)
+    assert f"test_map_elementwise.py:{pack_kernel.fn.__code__.co_firstlineno + 4}:" in str(e.value)
