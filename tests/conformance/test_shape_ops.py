@@ -4,8 +4,6 @@ import torch
 import triton
 import triton.language as tl
 
-import triton_iree
-
 from oracle import interpret
 
 BLOCK = 64
@@ -184,9 +182,6 @@ def split_scalars_kernel(x_ptr, out_ptr):
 
 
 @pytest.mark.construct("tl.split")
-@pytest.mark.xfail(strict=True, raises=triton_iree.UnsupportedError,
-                   reason="splitting a [2] tile into scalars goes through tt.unsplat (tile to scalar), "
-                          "which the reader does not support yet")
 def test_split_to_scalars():
     x = torch.tensor([5.0, 11.0])
     out = torch.zeros(1)
