@@ -25,7 +25,8 @@ MODULE = _stubs.__name__   # the name Triton looks our module up by
 _FLOATS = ("f16", "bf16", "f32", "f64")
 _INTS = ("i32", "i64", "u32", "u64")
 
-# Functions that are one MLIR op on floats: operands and result of the arguments' float type.
+# Float functions, of the arguments' float type: the MLIR op each one is, or is built around
+# where `expand` adds the cases IREE's expansion of that op gets wrong.
 FLOAT_OPS = {
     "abs": "math.absf", "floor": "math.floor", "ceil": "math.ceil", "trunc": "math.trunc",
     "round": "math.round", "rint": "math.roundeven", "nearbyint": "math.roundeven",
@@ -41,9 +42,7 @@ FLOAT_OPS = {
     "pow": "math.powf", "fast_powf": "math.powf", "atan2": "math.atan2", "fmod": "arith.remf",
     "copysign": "math.copysign", "div_rn": "arith.divf", "fast_dividef": "arith.divf",
     "add_rn": "arith.addf", "sub_rn": "arith.subf", "mul_rn": "arith.mulf",
-    "fma": "math.fma", "fma_rn": "math.fma",
-    # written as several ops by `expand`
-    "hypot": "", "rcp_rn": "",
+    "fma": "math.fma", "fma_rn": "math.fma", "hypot": "math.sqrt", "rcp_rn": "arith.divf",
 }
 # Refused on f64 arguments: functions IREE's llvm-cpu lowers to libm calls on f64 (or not at
 # all), which its executables cannot link; and sqrt_rn, whose f64 square root is not always
@@ -118,39 +117,42 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
     def wide(x: t.Value) -> t.Value:   # f16 / bf16 computed in f32 (exact)
         return op("arith.extf", [x], "f32") if x.dtype in ("f16", "bf16") else x
 
+    def narrow(r: t.Value) -> t.Value:  # back to the result type
+        return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
+
+    def constant(like: t.Value) -> Callable:   # (value[, dtype]) -> a constant shaped as `like`
+        return lambda value, dtype=like.dtype: emit(t.Constant(value, t.with_dtype(like.type, dtype), loc))
+
     if name in INT_OPS and not t.is_float(args[0].dtype):
         r = op(INT_OPS[name], args, args[0].dtype)
         return op("arith.trunci", [r], ty.dtype) if r.dtype != ty.dtype else r
     if name in ("pow", "fast_powf"):
         x, y = wide(args[0]), args[1]
         y = op("arith.sitofp", [y], x.dtype) if not t.is_float(y.dtype) else wide(y)
-        r = _pow(x, y, op, lambda value, dtype: emit(t.Constant(value, t.with_dtype(x.type, dtype), loc)))
-        return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
+        return narrow(_pow(x, y, op, constant(x)))
     if name in ("hypot", "rcp_rn"):
         xs = [wide(x) for x in args]
-        const = (lambda value: emit(t.Constant(value, xs[0].type, loc)))
-        r = op("arith.divf", [const(1.0), xs[0]], xs[0].dtype) if name == "rcp_rn" else _hypot(*xs, op, const)
-        return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
+        const = constant(xs[0])
+        return narrow(op("arith.divf", [const(1.0), xs[0]], xs[0].dtype) if name == "rcp_rn"
+                      else _hypot(*xs, op, const))
     if name in FLOAT_OPS:
         xs = [wide(x) for x in args]
         if name in NO_F64 and xs[0].dtype == "f64":
             return None
         if name in SCALED_LOGS and (name != "log2" or xs[0].dtype == "f64"):
-            scale = emit(t.Constant(SCALED_LOGS[name], xs[0].type, loc))
+            scale = constant(xs[0])(SCALED_LOGS[name])
             r = op("arith.mulf", [op("math.log", xs, xs[0].dtype), scale], xs[0].dtype)
         else:
-            r = _edges(name, xs[0], op(FLOAT_OPS[name], xs, xs[0].dtype), op,
-                       lambda value: emit(t.Constant(value, xs[0].type, loc)))
-        return op("arith.truncf", [r], ty.dtype) if r.dtype != ty.dtype else r
+            r = _edges(name, xs[0], op(FLOAT_OPS[name], xs, xs[0].dtype), op, constant(xs[0]))
+        return narrow(r)
     if name in PREDICATES:
         pred, magnitude = PREDICATES[name]
         x = wide(args[0])
         if name == "signbit":
             bits = op("arith.bitcast", [x], f"i{t.bitwidth(x.dtype)}")
-            zero = emit(t.Constant(0, bits.type, loc))
-            bit = op("arith.cmpi", [bits, zero], "i1", {"predicate": pred})
+            bit = op("arith.cmpi", [bits, constant(bits)(0)], "i1", {"predicate": pred})
         elif magnitude:
-            inf = emit(t.Constant(float("inf"), x.type, loc))
+            inf = constant(x)(float("inf"))
             bit = op("arith.cmpf", [op("math.absf", [x], x.dtype), inf], "i1", {"predicate": pred})
         else:
             bit = op("arith.cmpf", [x, x], "i1", {"predicate": pred})
@@ -164,8 +166,7 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
             return op("arith.uitofp" if name.startswith("u") else "arith.sitofp", [x], ty.dtype)
         if rounding:
             x = op(rounding, [x], x.dtype)
-        return _saturating_cast(x, dst, ty.dtype, op, lambda value, dtype: emit(t.Constant(value, t.with_dtype(
-            x.type, dtype), loc)))
+        return _saturating_cast(x, dst, ty.dtype, op, constant(x))
     if name in BITCASTS:
         return op("arith.bitcast", args, ty.dtype)
     return None
