@@ -5,7 +5,8 @@ import mmap
 
 import torch
 
-from triton_iree import analysis, frontend, lowering, reader
+from triton_iree import analysis, lowering, reader
+from triton_iree.backend import compiler
 
 import kernels as K
 
@@ -19,7 +20,7 @@ GATHER_SIG = dict(x_ptr="*fp32", idx_ptr="*i32", out_ptr="*fp32", n="i32", BLOCK
 
 
 def tile_program(fn, sig, consts):
-    return reader.read_ttir(frontend.kernel_ttir(fn, sig, consts))
+    return reader.read_ttir(compiler.kernel_ttir(fn, sig, consts))
 
 
 def add_program(block=1024):

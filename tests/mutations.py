@@ -43,7 +43,7 @@ MUTATIONS = [
     Mutation("full-tile-one-too-many", "analysis.py",
              "out += [Bound(poly=Poly.const(n) - p) for p in box.hi[d]]",
              "out += [Bound(poly=Poly.const(n - 1) - p) for p in box.hi[d]]",
-             ("tests/test_emit.py::test_every_slice_of_vector_add_is_inside_its_buffer",
+             ("tests/test_lowering.py::test_every_slice_of_vector_add_is_inside_its_buffer",
               "tests/test_kernels.py::test_vector_add",
               "tests/test_kernels.py::test_vector_add_reads_and_writes_nothing_past_n")),
     # Every argument cloned on the torch side and copied back after the launch.
@@ -66,7 +66,7 @@ MUTATIONS = [
     # The slab length check (rows * stride <= len) deleted: a read past the buffer's last row.
     Mutation("no-slab-length-check", "lowering/memory.py",
              '        conds.append(self._cmp("sle", span, self.buf_len[id(op.buffer)]))\n', "",
-             ("tests/test_emit.py::test_every_slice_of_a_2d_load_is_inside_its_buffer",
+             ("tests/test_lowering.py::test_every_slice_of_a_2d_load_is_inside_its_buffer",
               "tests/test_kernels.py::test_2d_load_rows_overlapping_or_ending_the_buffer")),
     # A mask `n > offs` (sgt) not negated.
     Mutation("mask-gt-not-negated", "analysis.py", 'if pred in ("sgt", "sge"):', 'if pred == "sge":',

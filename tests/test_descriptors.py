@@ -9,7 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_iree import analysis, frontend, reader
+from triton_iree import analysis, reader
+from triton_iree.backend import compiler
 from triton_iree import tile as t
 
 
@@ -82,7 +83,7 @@ def test_2d_load_store_on_a_strided_view_leaves_the_rest_untouched():
 def test_descriptor_accesses_are_structured_slices():
     sig = dict(x_ptr="*fp32", out_ptr="*fp32", M="i32", N="i32", sxm="i32", som="i32",
                BM="constexpr", BN="constexpr")
-    k = reader.read_ttir(frontend.kernel_ttir(scale_2d, sig, dict(BM=16, BN=32)))
+    k = reader.read_ttir(compiler.kernel_ttir(scale_2d, sig, dict(BM=16, BN=32)))
     facts = analysis.analyze(k)
     accesses = [op for op in k.walk() if isinstance(op, (t.Load, t.Store))]
     assert len(accesses) == 2

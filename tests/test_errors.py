@@ -16,7 +16,8 @@ import triton
 import triton.language as tl
 
 import triton_iree
-from triton_iree import CompileError, LaunchError, UnsupportedError, frontend, reader
+from triton_iree import CompileError, LaunchError, UnsupportedError, reader
+from triton_iree.backend import compiler
 from triton_iree import compile as iree_compile
 from triton_iree.ttshared import prepare
 
@@ -161,7 +162,7 @@ def _step_kernel(x_ptr, n):
 
 @pytest.mark.parametrize("step", ["0", "-4"])
 def test_ttir_loops_with_non_positive_constant_steps_are_refused(step):
-    text = frontend.kernel_ttir(_step_kernel, dict(x_ptr="*i32", n="i32"), {})
+    text = compiler.kernel_ttir(_step_kernel, dict(x_ptr="*i32", n="i32"), {})
     assert text.count("value = 4 : i32") == 1
     with pytest.raises(UnsupportedError,
                        match=rf"a for loop \(scf\.for\) is not supported by triton-iree: a step of {step} "):

@@ -10,7 +10,8 @@ import triton.language as tl
 from iree.compiler import ir
 from triton.language import standard
 
-from triton_iree import UnsupportedError, frontend, reader
+from triton_iree import UnsupportedError, reader
+from triton_iree.backend import compiler
 
 
 def _line_of(fn, text: str) -> int:
@@ -38,7 +39,7 @@ def _cumsum_kernel(x_ptr, out_ptr):
 
 
 def test_unsupported_library_construct_is_named_at_the_users_line():
-    text = frontend.kernel_ttir(_cumsum_kernel, dict(x_ptr="*fp32", out_ptr="*fp32"))
+    text = compiler.kernel_ttir(_cumsum_kernel, dict(x_ptr="*fp32", out_ptr="*fp32"))
     assert '"tt.scan"' in text
     # An op the reader does not know, emitted inside tl.cumsum's body in standard.py.
     with pytest.raises(UnsupportedError) as e:
@@ -59,7 +60,7 @@ def _asm_kernel(x_ptr):
 def test_unsupported_op_is_named_by_its_python_construct():
     with pytest.raises(UnsupportedError, match=r"^tl\.inline_asm_elementwise \(tt\.elementwise_inline_asm\) "
                                                r"is not supported") as e:
-        reader.read_ttir(frontend.kernel_ttir(_asm_kernel, dict(x_ptr="*fp32")))
+        reader.read_ttir(compiler.kernel_ttir(_asm_kernel, dict(x_ptr="*fp32")))
     assert e.value.loc.startswith(f"{__file__}:{_line_of(_asm_kernel, 'inline_asm_elementwise')}:")
 
 

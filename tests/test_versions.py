@@ -9,7 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_iree import analysis, compat, frontend, reader
+from triton_iree import analysis, compat, reader
+from triton_iree.backend import compiler
 from triton_iree import tile as t
 
 import kernels as K
@@ -42,7 +43,7 @@ def reshape_index_copy(x_ptr, out_ptr, M, N, sxm, som, BM: tl.constexpr, BN: tl.
 
 
 def _structured(fn, sig, consts):
-    k = reader.read_ttir(frontend.kernel_ttir(fn, sig, consts))
+    k = reader.read_ttir(compiler.kernel_ttir(fn, sig, consts))
     facts = analysis.analyze(k)
     accesses = [op for op in k.walk() if isinstance(op, (t.Load, t.Store))]
     return accesses and all(isinstance(facts.access(op), analysis.StructuredAccess) for op in accesses)
@@ -90,7 +91,7 @@ def test_ttir_of_loops_dots_and_block_pointers_is_generic():
     for fn, sig, consts in [(K.matmul_kernel, MATMUL_SIG, MATMUL_CONSTS),
                             (block_ptr_rows_plus_one if compat.VERSION < (3, 9) else reshape_index_copy,
                              ROOT_SIG, dict(BM=16, BN=32))]:
-        text = frontend.kernel_ttir(fn, sig, consts)
+        text = compiler.kernel_ttir(fn, sig, consts)
         assert '"tt.func"' in text and '"tt.load"' in text and '"tt.store"' in text
         assert "tt.make_tensor_ptr" not in text and "tt.advance" not in text
 

@@ -56,22 +56,3 @@ def check_generic(text: str) -> None:
         raise RuntimeError(
             "TTIR was not printed in generic form (Triton's printer changed?); "
             f"first custom-form line: {snippet!r}")
-
-
-def kernel_ttir(fn, signature: dict, constexprs: dict | None = None) -> str:
-    """Generic-form TTIR of a @triton.jit function, without compiling or launching it.
-
-    `signature` maps argument names to Triton types ('*fp32', 'i32', 'constexpr', ...).
-    """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler.compiler import ASTSource
-
-    from .backend.compiler import IreeBackend
-    backend = IreeBackend(GPUTarget("cpu", "llvm-cpu", 1))
-    options = backend.parse_options({})
-    src = ASTSource(fn, signature, constexprs=constexprs or {})
-    context = ir.context()
-    ir.load_dialects(context)
-    mod = src.make_ir(backend.target, options, backend.get_codegen_implementation(options),
-                      backend.get_module_map(), context)
-    return generic_text(make_ttir(mod, {}, options))

@@ -145,3 +145,22 @@ class IreeBackend(BaseBackend):
 
     def _compile(self, module_text: str, metadata: dict) -> bytes:
         return iree_compile.compile_module(module_text, self.iree_target, name=metadata["name"])
+
+
+def kernel_ttir(fn, signature: dict, constexprs: dict | None = None) -> str:
+    """Generic-form TTIR of a @triton.jit function, as this backend's 'ttir' stage makes it for
+    the CPU, without compiling or launching the kernel.
+
+    `signature` maps argument names to Triton types ('*fp32', 'i32', 'constexpr', ...).
+    """
+    from triton._C.libtriton import ir
+    from triton.compiler.compiler import ASTSource
+
+    backend = IreeBackend(GPUTarget("cpu", "llvm-cpu", 1))
+    options = backend.parse_options({})
+    src = ASTSource(fn, signature, constexprs=constexprs or {})
+    context = ir.context()
+    ir.load_dialects(context)
+    mod = src.make_ir(backend.target, options, backend.get_codegen_implementation(options),
+                      backend.get_module_map(), context)
+    return frontend.generic_text(frontend.make_ttir(mod, {}, options))

@@ -170,7 +170,6 @@ class _SliceBounds:
             self.env[op.results[0]] = out
 
     def workgroups(self, op, vals):
-        ir = self.ir
         counts = vals[:3]
         body = op.regions[0].blocks[0]
         for z in range(counts[2]):
