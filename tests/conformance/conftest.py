@@ -19,6 +19,12 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "construct(name): the Triton construct a conformance test checks")
 
 
+def pytest_collection_finish(session):
+    if os.environ.get("TRITON_IREE_LIST_CONSTRUCTS"):
+        names = {m.args[0] for item in session.items for m in item.iter_markers("construct")}
+        print("".join(f"\nconstruct: {n}" for n in sorted(names)))
+
+
 def pytest_runtest_logreport(report):
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         name = dict(report.user_properties).get("construct")

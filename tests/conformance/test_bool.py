@@ -19,7 +19,7 @@ def bool_ops_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, r.to(tl.int8), mask=m)
 
 
-@pytest.mark.construct("boolean ops (~, &, |, comparisons)")
+@pytest.mark.construct("boolean ops (not, and, or, comparisons)")
 @pytest.mark.parametrize("n", [1, BLOCK - 1, BLOCK + 1, 3 * BLOCK - 1])
 def test_bool_ops(n):
     torch.manual_seed(n)
