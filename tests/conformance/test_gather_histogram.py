@@ -4,6 +4,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton.compiler.errors import CompilationError
 
 from oracle import interpret
 
@@ -96,6 +97,11 @@ def test_histogram(dtype, n, masked):
     x = torch.randint(0, BINS, (n,)).to(dtype)
     grid = (triton.cdiv(n, BLOCK),)
     out = torch.zeros(grid[0] * BINS, dtype=torch.int32)
+    if dtype != torch.int32 and tuple(map(int, triton.__version__.split(".")[:2])) >= (3, 9):
+        # Triton 3.9's frontend takes only 32-bit integer inputs.
+        with pytest.raises(CompilationError, match="32-bit"):
+            histogram_kernel[grid](x, out, n, BINS=BINS, MASKED=masked, BLOCK=BLOCK)
+        return
     histogram_kernel[grid](x, out, n, BINS=BINS, MASKED=masked, BLOCK=BLOCK)
     if dtype != torch.int64:   # the interpreter's histogram of i64 values fails (it counts in i64)
         ref = interpret(histogram_kernel, grid, [x, torch.zeros_like(out), n], BINS=BINS, MASKED=masked,
