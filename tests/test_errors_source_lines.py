@@ -10,7 +10,7 @@ import triton.language as tl
 from iree.compiler import ir
 from triton.language import standard
 
-from triton_iree import UnsupportedError, reader
+from triton_iree import UnsupportedError, locations, reader
 from triton_iree.backend import compiler
 
 
@@ -25,11 +25,11 @@ def test_source_loc_walks_call_sites_to_the_users_frame():
         inner = ir.Location.file(lib, 120, 7)
         user = ir.Location.file("/home/u/kernel.py", 12, 9)
         helper = ir.Location.file("/home/u/helpers.py", 30, 4)
-        assert reader.source_loc(ir.Location.callsite(inner, [user])) == "/home/u/kernel.py:12:9"
+        assert locations.source_loc(ir.Location.callsite(inner, [user])) == "/home/u/kernel.py:12:9"
         # A user's own @triton.jit helper is the user's code: its line is the one to fix.
-        assert reader.source_loc(ir.Location.callsite(inner, [helper, user])) == "/home/u/helpers.py:30:4"
-        assert reader.source_loc(ir.Location.name("x", inner)) == f"{lib}:120:7"   # only Triton's frame
-        assert reader.source_loc(ir.Location.unknown()) == ""
+        assert locations.source_loc(ir.Location.callsite(inner, [helper, user])) == "/home/u/helpers.py:30:4"
+        assert locations.source_loc(ir.Location.name("x", inner)) == f"{lib}:120:7"   # only Triton's frame
+        assert locations.source_loc(ir.Location.unknown()) == ""
 
 
 @triton.jit

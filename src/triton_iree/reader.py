@@ -7,9 +7,6 @@ reach the tile program: each becomes (buffer, i64 element offset).
 """
 from __future__ import annotations
 
-import functools
-import inspect
-import os
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -18,6 +15,7 @@ from iree.compiler import ir
 
 from . import tile as t
 from .errors import UnsupportedError, InputError, python_name
+from .locations import library_call, loc_name, source_loc, unsupported_library_call
 
 # arith.cmpi / arith.cmpf predicate enums, as TTIR's generic form prints them (integers).
 CMPI_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
@@ -53,83 +51,7 @@ ROUNDING_RTZ = 0
 # TTIR ops that are plain elementwise ops under another name.
 RENAMED_OPS = {"tt.precise_sqrt": "math.sqrt", "tt.precise_divf": "arith.divf"}
 
-_LOC_FILE_LINE = re.compile(r'"([^"]+)":(\d+):(\d+)')
-_LOC_NAME = re.compile(r'^loc\("([^"]+)"\(')
 _PTR_TYPE = re.compile(r"^!tt\.ptr<([^,>]+)(?:,\s*\d+)?>$")
-
-
-@functools.cache
-def _in_triton(file: str) -> bool:
-    """`file` is part of Triton itself (its language library: triton/language/standard.py)."""
-    import triton
-    return os.path.realpath(file).startswith(os.path.dirname(os.path.realpath(triton.__file__)) + os.sep)
-
-
-def source_loc(location: ir.Location) -> str:
-    """'file:line:col' of an MLIR location: of the innermost call site outside Triton's own
-    library (the user's `tl.cumsum(x)`, not the line of standard.py that builds the scan), or
-    '' when it carries none."""
-    frames = _LOC_FILE_LINE.findall(str(location))   # the innermost call first
-    user = next((f for f in frames if not _in_triton(f[0])), frames[0] if frames else None)
-    return ":".join(user) if user else ""
-
-
-@functools.cache
-def _library_functions() -> list[tuple[str, str, int, int]]:
-    """(name, file, first line, end line) of the @triton.jit functions of Triton's language
-    library (tl.sum, tl.cumsum, tl.sort, ...)."""
-    from triton.language import standard
-    found = []
-    for name in dir(standard):
-        fn = getattr(getattr(standard, name), "fn", None)
-        if fn is not None and not name.startswith("_") and inspect.isfunction(fn):
-            lines, first = inspect.getsourcelines(fn)
-            found.append((f"tl.{name}", os.path.realpath(inspect.getsourcefile(fn)), first, first + len(lines)))
-    return found
-
-
-def library_call(location: ir.Location) -> Optional[str]:
-    """The Triton library function ('tl.cumsum') that the user's code called and whose body
-    holds `location`, or None."""
-    frames = _LOC_FILE_LINE.findall(str(location))
-    called = None
-    for file, line, _ in frames:     # the innermost call first: keep the last library frame
-        if not _in_triton(file):
-            break
-        called = next((name for name, path, first, end in _library_functions()
-                       if first <= int(line) < end and os.path.realpath(file) == path), called)
-    return called
-
-
-@functools.cache
-def _unsupported_library_functions() -> list[tuple[str, str, int, int]]:
-    """(name, file, first line, end line) of Triton library functions that iree-compile does
-    not finish on yet: tl.sort and tl.topk expand to a bitonic network that it compiles for
-    hours."""
-    from triton.language import standard
-    found = []
-    for name in ("sort", "topk"):
-        fn = getattr(getattr(standard, name, None), "fn", None)
-        if fn is not None:
-            lines, first = inspect.getsourcelines(fn)
-            found.append((f"tl.{name}", os.path.realpath(inspect.getsourcefile(fn)), first, first + len(lines)))
-    return found
-
-
-def unsupported_library_call(location: ir.Location) -> Optional[tuple[str, str]]:
-    """('tl.sort', its caller's 'file:line:col') when `location` lies inside a call of a Triton
-    library function that triton-iree cannot lower yet, else None."""
-    frames = _LOC_FILE_LINE.findall(str(location))   # the innermost call first
-    for i, (file, line, _) in enumerate(frames):
-        for name, path, first, end in _unsupported_library_functions():
-            if first <= int(line) < end and os.path.realpath(file) == path:
-                return name, ":".join(frames[min(i + 1, len(frames) - 1)])
-    return None
-
-
-def loc_name(location: ir.Location) -> str:
-    m = _LOC_NAME.match(str(location))
-    return m.group(1) if m else ""
 
 
 def ptr_pointee(ty: ir.Type) -> Optional[str]:

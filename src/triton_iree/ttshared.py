@@ -39,7 +39,8 @@ from iree.compiler import ir
 from . import tile as t
 from .analysis import uniform_scalar
 from .errors import InputError, TritonIreeError, UnsupportedError
-from .reader import CMPF_PREDICATES, CMPI_PREDICATES, ELEMENTWISE_OPS, _scalar_of_attr, source_loc
+from .locations import source_loc
+from .reader import CMPF_PREDICATES, CMPI_PREDICATES, ELEMENTWISE_OPS, _scalar_of_attr
 
 GRID_ARGS = 6   # num_programs x, y, z, then program_id x, y, z
 
