@@ -1,0 +1,93 @@
+"""Float casts for the TTIR reader: fp8 through f32 with Triton's rounding and saturation, and
+corrections for IREE llvm-cpu's fp8 conversions."""
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from . import tile as t
+from .errors import UnsupportedError
+
+FP8_MAX = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+FP8_MIN_NORMAL = {"f8E4M3FN": 2.0 ** -6, "f8E5M2": 2.0 ** -14}
+FP8_MANTISSA = {"f8E4M3FN": 3, "f8E5M2": 2}
+ROUNDING_RTZ = 0
+
+
+class FloatCasts:
+    """TTIRReader's float casts (`tt.fp_to_fp`, `arith` float casts, fp8 dot operands)."""
+
+    def _float_cast(self, v: t.Value, dtype: str, loc: str) -> t.Value:
+        """extf / truncf (round to nearest even). IREE's CPU code converts fp8 only from and to
+        f32, so other types go through f32 (exactly: f16 and bf16 hold every fp8 value); and it
+        reads the negative NaN of f8E4M3FN (0xFF) as -480, so that one is made NaN here."""
+        if v.dtype == dtype:
+            return v
+        if (v.dtype in FP8_MAX or dtype in FP8_MAX) and "f32" not in (v.dtype, dtype):
+            v = self._float_cast(v, "f32", loc)
+        if dtype in FP8_MAX:
+            v = self._fp8_round_up_to_normal(v, dtype, loc)
+        op = "arith.extf" if t.bitwidth(dtype) > t.bitwidth(v.dtype) else "arith.truncf"
+        r = self._emit(t.Elementwise(op, [v], t.with_dtype(v.type, dtype), loc=loc)).result
+        if v.dtype != "f8E4M3FN":
+            return r
+        i8 = t.with_dtype(v.type, "i8")
+        bits = self._emit(t.Elementwise("arith.bitcast", [v], i8, loc=loc)).result
+        c127 = self._emit(t.Constant(127, i8, loc)).result
+        low = self._emit(t.Elementwise("arith.andi", [bits, c127], i8, loc=loc)).result
+        nan = self._emit(t.Elementwise("arith.cmpi", [low, c127], t.with_dtype(v.type, "i1"), {"predicate": "eq"},
+                                       loc)).result
+        qnan = self._emit(t.Constant(float("nan"), r.type, loc)).result
+        return self._emit(t.Elementwise("arith.select", [nan, qnan, r], r.type, loc=loc)).result
+
+    def _fp8_round_up_to_normal(self, v: t.Value, dtype: str, loc: str) -> t.Value:
+        """IREE's truncf to fp8 gives zero for the values that round up to the smallest normal
+        number (from halfway between it and the largest subnormal): those become that number
+        (with their sign) before the truncf."""
+        def ew(name, args, ty=v.type, **attrs):
+            return self._emit(t.Elementwise(name, args, ty, attrs, loc)).result
+
+        def const(x):
+            return self._emit(t.Constant(x, v.type, loc)).result
+
+        normal = FP8_MIN_NORMAL[dtype]
+        halfway = (normal + normal * (1 - 2.0 ** -FP8_MANTISSA[dtype])) / 2
+        a, i1 = ew("math.absf", [v]), t.with_dtype(v.type, "i1")
+        up = ew("arith.andi", [ew("arith.cmpf", [a, const(halfway)], i1, predicate="oge"),
+                               ew("arith.cmpf", [a, const(normal)], i1, predicate="olt")], i1)
+        return ew("arith.select", [up, ew("math.copysign", [const(normal), v]), v])
+
+    def _op_tt_fp_to_fp(self, op, loc: str) -> None:
+        """Float casts from and to fp8, and downcasts rounding toward zero. Upcasts are exact.
+        Downcasts round to nearest even (or toward zero); to fp8 they saturate as Triton does on
+        GPUs (`satfinite`): out-of-range values and infinities become the largest finite value
+        of their sign. NaN stays NaN."""
+        x = self._val(op.operands[0], op)
+        ty = self._type(op.results[0].type, op)
+
+        def ew(name, args, dtype, **attrs):
+            return self._emit(t.Elementwise(name, args, t.with_dtype(x.type, dtype), attrs, loc)).result
+
+        def const(value, dtype):
+            return self._emit(t.Constant(value, t.with_dtype(x.type, dtype), loc)).result
+
+        if t.bitwidth(ty.dtype) >= t.bitwidth(x.dtype):
+            self._bind(op, self._float_cast(x, ty.dtype, loc))
+            return
+        if ty.dtype in FP8_MAX:
+            if x.dtype == "f64":    # through f32 it would round twice
+                raise UnsupportedError("casting fp64 to fp8 (.to(tl.float8...)) is not supported by triton-iree",
+                                       kernel=self.kernel_name, loc=loc)
+            top = FP8_MAX[ty.dtype]
+            x = ew("arith.maximumf", [ew("arith.minimumf", [x, const(top, x.dtype)], x.dtype), const(-top, x.dtype)],
+                   x.dtype)
+        y = self._float_cast(x, ty.dtype, loc)
+        if ir.IntegerAttr(op.attributes["rounding"]).value == ROUNDING_RTZ:
+            # Rounding to nearest gave the value toward zero or the next one away from zero:
+            # in the latter case, one step less magnitude (the formats are sign-magnitude).
+            back = self._float_cast(y, x.dtype, loc)
+            away = ew("arith.cmpf", [ew("math.absf", [back], x.dtype), ew("math.absf", [x], x.dtype)], "i1",
+                      predicate="ogt")
+            bits = f"i{t.bitwidth(ty.dtype)}"
+            less = ew("arith.subi", [ew("arith.bitcast", [y], bits), const(1, bits)], bits)
+            y = ew("arith.select", [away, ew("arith.bitcast", [less], ty.dtype), y], ty.dtype)
+        self._bind(op, y)
