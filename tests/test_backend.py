@@ -217,12 +217,9 @@ def test_bad_arguments_raise_launch_errors_and_leave_tensors_alone():
     import numpy as np
     y = torch.rand(64)
     out = torch.full((64,), 5.0)
-    # Memory that IREE cannot import (not 64-byte aligned, and no aligned address before it
-    # inside the storage): refused before anything runs.
-    big = np.zeros(256, dtype=np.float32)
-    k = next(k for k in range(32) if (big.ctypes.data + 4 * k) % 64 == 4)
-    x = torch.from_numpy(big[k:k + 64])
-    assert x.untyped_storage().data_ptr() % 64 == 4
+    # Memory that IREE cannot import (not aligned to its elements): refused before anything runs.
+    x = torch.from_numpy(np.ndarray((64,), np.float32, np.zeros(260, dtype=np.uint8).data, 1))
+    assert x.data_ptr() % 4 == 1
     with pytest.raises(LaunchError, match="cannot be imported"):
         K.run_add(x, y, out, BLOCK_SIZE=64)
     assert torch.all(out == 5.0)

@@ -221,7 +221,9 @@ def _stack_bytes_needed(vmfb: bytes) -> int | None:
 # IREE's CPU code assumes 64-byte aligned buffers (it uses aligned vector loads and stores),
 # and its DLPack import refuses anything else. So a buffer is imported from the last 64-byte
 # aligned address at or before the tensor's first element, and the kernel gets the element
-# offset of that first element (one i64 per pointer argument, after the grid).
+# offset of that first element (one i64 per pointer argument, after the grid). That address
+# may lie before the storage (`torch.from_numpy` of memory that is only 16-byte aligned); it
+# is in the same page, and the kernel never touches the elements before its pointer.
 IMPORT_ALIGNMENT = 64
 
 
@@ -231,11 +233,10 @@ def import_span(tensor) -> tuple[int, int, int]:
     esize = tensor.element_size()
     ptr = tensor.data_ptr()
     lead = (ptr % IMPORT_ALIGNMENT) // esize
-    off = tensor.storage_offset()
-    if ptr % esize or lead > off:
-        raise LaunchError(f"tensor memory at {ptr:#x} cannot be imported: its storage does not start "
-                          f"{IMPORT_ALIGNMENT}-byte aligned (copy it with .clone())")
-    return ptr - lead * esize, tensor.untyped_storage().nbytes() - (off - lead) * esize, lead
+    if ptr % esize:
+        raise LaunchError(f"tensor memory at {ptr:#x} cannot be imported: it is not aligned to its "
+                          f"{esize}-byte elements (copy it with .clone())")
+    return ptr - lead * esize, tensor.untyped_storage().nbytes() - (tensor.storage_offset() - lead) * esize, lead
 
 
 def flat_view(tensor) -> tuple[Any, int]:
@@ -244,6 +245,9 @@ def flat_view(tensor) -> tuple[Any, int]:
     the tensor's first element inside it. No copy."""
     _, nbytes, lead = import_span(tensor)
     esize = tensor.element_size()
+    if lead > tensor.storage_offset():
+        raise LaunchError(f"tensor memory at {tensor.data_ptr():#x} cannot be imported on this device: its "
+                          f"storage does not start {IMPORT_ALIGNMENT}-byte aligned (copy it with .clone())")
     return tensor.detach().as_strided((nbytes // esize,), (1,), tensor.storage_offset() - lead), lead
 
 
