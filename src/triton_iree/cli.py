@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--target", default="llvm-cpu", choices=["llvm-cpu", "cuda", "hip", "vulkan"])
     comp.add_argument("--arch", default=None, help="GPU architecture (e.g. sm_80, gfx942, ampere)")
     comp.add_argument("--print-command", action="store_true", help="print the iree-compile command line")
+
+    from .bench import add_arguments as bench_arguments
+    bench_arguments(sub.add_parser("bench", help="run the CPU workload suite against torch (needs torch)"))
     return p
 
 
@@ -124,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        if args.command == "bench":
+            from .bench import run as bench_run
+            return bench_run(args)
         {"prepare": _cmd_prepare, "compile": _cmd_compile}[args.command](args)
     except TritonIreeError as e:
         print(f"triton-iree: error: {_one_line(e)}", file=sys.stderr)
