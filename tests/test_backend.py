@@ -102,9 +102,16 @@ def test_second_launch_neither_recompiles_nor_reloads():
 
 
 _PROBE = """
-import sys, torch, triton, triton.language as tl
+import logging, sys, torch, triton, triton.language as tl
 import triton_iree
 from triton_iree import compile as c
+
+lowered = []
+class Lowered(logging.Handler):
+    def emit(self, record):
+        lowered.append(record.getMessage().startswith("lowering"))
+logging.getLogger("triton_iree").setLevel(logging.INFO)
+logging.getLogger("triton_iree").addHandler(Lowered())
 
 @triton.jit
 def probe_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
@@ -113,13 +120,13 @@ def probe_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 x, out = torch.arange(16.0), torch.zeros(16)
 probe_kernel[(1,)](x, out, BLOCK=16)
-print(triton_iree.__file__, c.COMPILE_STATS["compiles"], out[3].item())
+print(triton_iree.__file__, sum(lowered), c.COMPILE_STATS["compiles"], out[3].item())
 """
 
 
 def test_on_disk_cache_is_reused_and_invalidated_by_kernel_and_backend_changes(tmp_path):
     # Fresh processes sharing one cache directory, with triton-iree imported from a copy of
-    # the package: a process lowers the kernel (its TTIR is dumped) only where Triton's cache
+    # the package: a process lowers the kernel (it logs that) only where Triton's cache
     # has no binary for it. A change to the kernel's source or to the backend's lowering (any
     # source file of the package) must lower it again.
     pkg = tmp_path / "pkg" / "triton_iree"
@@ -128,18 +135,17 @@ def test_on_disk_cache_is_reused_and_invalidated_by_kernel_and_backend_changes(t
 
     def run(op):
         probe.write_text(_PROBE.replace("OP", op))
-        dump = tmp_path / f"dump{len(list(tmp_path.glob('dump*')))}"
-        env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_IREE_DUMP_DIR=str(dump),
+        env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"),
                    PYTHONPATH=os.pathsep.join([str(pkg.parent), os.environ.get("PYTHONPATH", "")]))
         r = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
-        module, compiles, value = r.stdout.split()
+        module, lowered, compiles, value = r.stdout.split()
         assert Path(module).parent == pkg
-        return (dump / "probe_kernel" / "probe_kernel.ttir").exists(), int(compiles), float(value)
+        return int(lowered), int(compiles), float(value)
 
-    assert run("+ 1") == (True, 1, 4.0)           # lowered and compiled
-    assert run("+ 1") == (False, 0, 4.0)          # Triton's cache
-    assert run("* 3") == (True, 1, 9.0)           # the kernel changed
+    assert run("+ 1") == (1, 1, 4.0)              # lowered and compiled
+    assert run("+ 1") == (0, 0, 4.0)              # Triton's cache
+    assert run("* 3") == (1, 1, 9.0)              # the kernel changed
     with open(pkg / "analysis.py", "a") as f:
         f.write("\n# a change to the lowering\n")
     lowered, _, value = run("* 3")
@@ -185,17 +191,43 @@ def test_dump_dir_has_every_stage_and_the_command_reproduces(tmp_path, monkeypat
     monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
     x = torch.rand(50)
     out = torch.zeros(50)
-    K.run_add(x, x, out, BLOCK_SIZE=16)
-    d = tmp_path / "add_kernel"
+    K.run_add(x, torch.rand(50), out, BLOCK_SIZE=16)
+    (d,) = (tmp_path / "add_kernel").iterdir()     # one specialization
     assert (d / "add_kernel.ttir").read_text().count('"tt.load"') == 2
     assert "flow.dispatch.workgroups" in (d / "add_kernel.iree.mlir").read_text()
-    cmd = (d / "iree-compile.sh").read_text()
-    assert "--iree-llvmcpu-disable-distribution" in cmd
-    from iree.compiler.tools import binaries
-    tool = binaries.find_tool("iree-compile")
-    r = subprocess.run(cmd.replace("iree-compile", tool, 1), shell=True, cwd=d, capture_output=True, text=True)
+    assert "--iree-llvmcpu-disable-distribution" in (d / "iree-compile.sh").read_text()
+    # The script names the installed iree-compile: it runs without one on PATH, from anywhere.
+    r = subprocess.run(["sh", str(d / "iree-compile.sh")], cwd=tmp_path, capture_output=True, text=True,
+                       env=dict(os.environ, PATH="/usr/bin:/bin"))
     assert r.returncode == 0, r.stderr
     assert (d / "add_kernel.vmfb").stat().st_size > 0
+
+
+_DUMP_PROBE = """
+import sys, torch
+sys.path.insert(0, {examples!r})
+from kernels import add_kernel
+x, y = torch.rand(300), torch.rand(300)
+for block, dtype in ((64, torch.float32), (128, torch.float32), (64, torch.float16)):
+    add_kernel[(5,)](x.to(dtype), y.to(dtype), torch.empty(300, dtype=dtype), 300, BLOCK_SIZE=block)
+"""
+
+
+def test_dump_dir_keeps_specializations_apart_and_is_written_on_a_cache_hit(tmp_path):
+    # Three specializations of one kernel (two BLOCKs, two dtypes), each in its own directory;
+    # a second process finds them in Triton's cache and dumps them again, the same.
+    probe = tmp_path / "probe.py"
+    probe.write_text(_DUMP_PROBE.format(examples=str(Path(__file__).parents[1] / "examples")))
+    dumps = []
+    for run in range(2):
+        dump = tmp_path / f"dump{run}"
+        env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_IREE_DUMP_DIR=str(dump))
+        r = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        dumps.append({p.relative_to(dump): p.read_text() for p in dump.rglob("*") if p.is_file()})
+    assert len({p.parent for p in dumps[0]}) == 3
+    assert sorted(p.name for p in dumps[0] if p.name.endswith(".ttir")) == ["add_kernel.ttir"] * 3
+    assert dumps[1] == dumps[0]
 
 
 @triton.jit

@@ -96,9 +96,25 @@ def flags(target: Target, extra: tuple[str, ...] = ()) -> list[str]:
     return [f"--iree-hal-target-backends={target.backend}", *COMMON_FLAGS, *target.flags, *extra]
 
 
+def env_flags() -> tuple[str, ...]:
+    """Extra iree-compile flags from TRITON_IREE_COMPILE_FLAGS (for experiments and tuning)."""
+    return tuple(shlex.split(os.environ.get("TRITON_IREE_COMPILE_FLAGS", "")))
+
+
 def command_line(target: Target, input_path: str = "input.mlir", output_path: str = "out.vmfb",
                  extra: tuple[str, ...] = ()) -> list[str]:
-    return ["iree-compile", input_path, *flags(target, extra), "-o", output_path]
+    """The iree-compile command that compiles `input_path`, exactly as `compile_module` runs it:
+    the installed iree-compile by its absolute path, as `iree.compiler` builds the command."""
+    from iree.compiler import tools
+    from iree.compiler.tools.core import build_compile_command_line
+    options = tools.CompilerOptions(target_backends=[target.backend], output_file=output_path,
+                                    extra_args=[*COMMON_FLAGS, *target.flags, *extra])
+    with tools.TempFileSaver.implicit() as tfs:
+        return build_compile_command_line(input_path, tfs, options)
+
+
+def shell_command(cl: list[str]) -> str:
+    return " ".join(shlex.quote(c) for c in cl)
 
 
 def host_cpu_id() -> str:
@@ -124,19 +140,21 @@ def cache_key(module_text: str, target: Target, extra: tuple[str, ...] = ()) -> 
 
 
 def compile_module(module_text: str, target: Target, *, name: str = "kernel",
-                   extra: tuple[str, ...] = (), use_cache: bool = True) -> bytes:
+                   extra: tuple[str, ...] = (), use_cache: bool = True, dump_dir: str | None = None,
+                   started: float | None = None) -> bytes:
     """Compiles an IREE input module to a vmfb, using the on-disk cache when it can.
 
     The cache lives in Triton's cache directory (TRITON_CACHE_DIR), keyed by the module text,
-    target, flags, IREE version and (for llvm-cpu) the host CPU.
+    target, flags, IREE version and (for llvm-cpu) the host CPU. `dump_dir` is the module's
+    directory under TRITON_IREE_DUMP_DIR (default `<name>/<short cache key>`); `started` the
+    `time.perf_counter()` at which compiling it began (for `report_compile_time`).
     """
     from triton.runtime.cache import get_cache_manager
+    started = time.perf_counter() if started is None else started
     # Extra iree-compile flags for experiments and tuning; part of the cache key like any flag.
-    extra = (*extra, *shlex.split(os.environ.get("TRITON_IREE_COMPILE_FLAGS", "")))
-    dump(name, f"{name}.iree.mlir", module_text)
-    dump(name, "iree-compile.sh", " ".join(shlex.quote(c) for c in command_line(
-        target, f"{name}.iree.mlir", f"{name}.vmfb", extra)) + "\n")
+    extra = (*extra, *env_flags())
     key = cache_key(module_text, target, extra)
+    dump_module(dump_dir or f"{name}/{key[:SPEC_DIGITS]}", name, module_text, target, extra)
     cache = get_cache_manager(key) if use_cache else None
     fname = f"{name}.vmfb"
     if cache is not None:
@@ -144,10 +162,30 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
         if path is not None:
             log.debug("iree cache hit for %s: %s", name, path)
             return Path(path).read_bytes()
+    log.info("iree-compile %s for %s", name, target.name)
     vmfb = _run_iree_compile(module_text, target, name, extra)
     if cache is not None:
         cache.put(vmfb, fname, binary=True)
+    report_compile_time(name, target, time.perf_counter() - started)
     return vmfb
+
+
+# Compiles that take at least this many seconds print one line on stderr (a first launch is
+# otherwise silent while it compiles); TRITON_IREE_QUIET=1 turns the line off.
+SLOW_COMPILE_VAR, QUIET_VAR = "TRITON_IREE_SLOW_COMPILE_SECONDS", "TRITON_IREE_QUIET"
+DEFAULT_SLOW_COMPILE_S = 2.0
+
+
+def report_compile_time(name: str, target: Target, seconds: float) -> None:
+    log.info("compiled %s for %s in %.2f s", name, target.name, seconds)
+    if os.environ.get(QUIET_VAR, "") not in ("", "0"):
+        return
+    try:
+        slow = float(os.environ.get(SLOW_COMPILE_VAR) or DEFAULT_SLOW_COMPILE_S)
+    except ValueError:
+        slow = DEFAULT_SLOW_COMPILE_S
+    if seconds >= slow:
+        print(f"triton-iree: compiling {name} for {target.name} took {seconds:.1f} s", file=sys.stderr)
 
 
 COMPILE_STATS = {"compiles": 0, "seconds": 0.0}
@@ -209,17 +247,12 @@ def _describe_signal(signum: int) -> str:
 
 
 def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[str, ...]) -> bytes:
-    from iree.compiler import tools
-    from iree.compiler.tools.core import build_compile_command_line
     timeout = compile_timeout()
     workdir = Path(tempfile.mkdtemp(prefix=f"triton-iree-{name}-"))
     src, out = workdir / f"{name}.iree.mlir", workdir / f"{name}.vmfb"
     src.write_text(module_text)
-    options = tools.CompilerOptions(target_backends=[target.backend], output_file=str(out),
-                                    extra_args=[*COMMON_FLAGS, *target.flags, *extra])
-    with tools.TempFileSaver.implicit() as tfs:
-        cl = build_compile_command_line(str(src), tfs, options)
-    kept = f"the input is kept in {workdir}; to reproduce: {' '.join(shlex.quote(c) for c in cl)}"
+    cl = command_line(target, str(src), str(out), extra)
+    kept = f"the input is kept in {workdir}; to reproduce: {shell_command(cl)}"
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cl, capture_output=True, timeout=timeout, preexec_fn=_die_with_parent())
@@ -235,7 +268,7 @@ def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[
                            f"{kept}\n{_trim(stderr)}", kernel=name)
     try:
         if proc.returncode != 0:
-            shown = " ".join(shlex.quote(c) for c in command_line(target, f"{name}.mlir", f"{name}.vmfb", extra))
+            shown = shell_command(command_line(target, f"{name}.mlir", f"{name}.vmfb", extra))
             raise CompileError(f"iree-compile failed:\n  $ {shown}\n{_trim(stderr)}", kernel=name)
         if stderr:
             log.debug("iree-compile for %s: %s", name, stderr)
@@ -248,15 +281,36 @@ def _trim(text: str, limit: int = 4000) -> str:
     return text if len(text) <= limit else text[:limit] + "\n  ... (truncated)"
 
 
-def dump(name: str, filename: str, text: str | bytes) -> None:
-    """Writes one pipeline stage to $TRITON_IREE_DUMP_DIR/<name>/ when that is set."""
+# Each compiled module has its own dump directory, `<kernel>/<the first digits of a hash>`:
+# Triton's compile hash for a kernel specialization (constexprs, dtypes, target, options), the
+# IREE cache key for other modules. Specializations of one kernel never share a directory.
+SPEC_DIGITS = 12
+
+
+def dump_root() -> Path | None:
     root = os.environ.get("TRITON_IREE_DUMP_DIR")
-    if not root:
+    return Path(root) if root else None
+
+
+def dump(where: str, filename: str, text: str | bytes) -> None:
+    """Writes one pipeline stage to $TRITON_IREE_DUMP_DIR/<where>/ when that is set."""
+    root = dump_root()
+    if root is None:
         return
-    d = Path(root) / name
+    d = root / where
     d.mkdir(parents=True, exist_ok=True)
     p = d / filename
     if isinstance(text, bytes):
         p.write_bytes(text)
     else:
         p.write_text(text)
+
+
+def dump_module(where: str, name: str, module_text: str, target: Target, extra: tuple[str, ...]) -> None:
+    """The IREE input module and the iree-compile script that compiles it, into `where`."""
+    if dump_root() is None:
+        return
+    dump(where, f"{name}.iree.mlir", module_text)
+    command = shell_command(command_line(target, f"{name}.iree.mlir", f"{name}.vmfb", extra))
+    dump(where, "iree-compile.sh", f'#!/bin/sh\ncd "$(dirname "$0")" || exit 1\nexec {command}\n')
+    (dump_root() / where / "iree-compile.sh").chmod(0o755)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Tuple
@@ -14,6 +16,8 @@ from .. import checks, frontend, reader
 from ..analysis import analyze
 from ..lowering import EmitOptions, cpu_options, emit_module, lower
 from ..errors import CompileError, UnsupportedError
+
+log = logging.getLogger(__name__)
 
 
 @functools.lru_cache()
@@ -97,6 +101,8 @@ class IreeBackend(BaseBackend):
         return IreeOptions(**args)
 
     def pack_metadata(self, metadata):
+        # Triton calls this for every kernel it loads, compiled now or found in its cache.
+        _dump_cached(metadata, self.iree_target)
         return (metadata.num_warps, metadata.num_ctas, metadata.shared)
 
     def get_codegen_implementation(self, options) -> dict:
@@ -113,14 +119,19 @@ class IreeBackend(BaseBackend):
     def add_stages(self, stages: dict, options: IreeOptions, language=Language.TRITON) -> None:
         if language != Language.TRITON:
             raise NotImplementedError("triton-iree runs Triton kernels; Gluon is not supported")
-        stages["ttir"] = lambda src, metadata: frontend.make_ttir(src, metadata, options)
+        stages["ttir"] = lambda src, metadata: self._make_ttir(src, metadata, options)
         stages["iree"] = _without_internal_frames(lambda src, metadata: self._lower(src, metadata, options))
         stages["vmfb"] = lambda src, metadata: self._compile(src, metadata)
+
+    def _make_ttir(self, mod, metadata: dict, options: IreeOptions):
+        self._started = time.perf_counter()   # a backend object compiles one kernel
+        return frontend.make_ttir(mod, metadata, options)
 
     def _lower(self, mod, metadata: dict, options: IreeOptions) -> str:
         text = frontend.generic_text(mod)
         name = mod.get_entry_func_name()
-        iree_compile.dump(name, f"{name}.ttir", text)
+        log.info("lowering %s for %s (TTIR -> IREE input module)", name, self.iree_target.name)
+        iree_compile.dump(_spec_dir(name, metadata), f"{name}.ttir", text)
         kernel = reader.read_ttir(text)
         metadata["name"] = kernel.name
         metadata["shared"] = 0
@@ -140,11 +151,43 @@ class IreeBackend(BaseBackend):
             return module
         except CompileError as e:
             if hasattr(e, "module_text"):
-                iree_compile.dump(name, f"{name}.iree.mlir", e.module_text)
+                iree_compile.dump(_spec_dir(name, metadata), f"{name}.iree.mlir", e.module_text)
             raise
 
     def _compile(self, module_text: str, metadata: dict) -> bytes:
-        return iree_compile.compile_module(module_text, self.iree_target, name=metadata["name"])
+        name = metadata["name"]
+        return iree_compile.compile_module(module_text, self.iree_target, name=name,
+                                           dump_dir=_spec_dir(name, metadata),
+                                           started=getattr(self, "_started", None))
+
+
+def _spec_dir(name: str, metadata) -> str:
+    """A kernel specialization's directory under TRITON_IREE_DUMP_DIR: `<kernel>/<Triton's
+    compile hash, shortened>`."""
+    h = metadata["hash"] if isinstance(metadata, dict) else metadata.hash
+    return f"{name}/{h[:iree_compile.SPEC_DIGITS]}"
+
+
+def _dump_cached(metadata, target: iree_compile.Target) -> None:
+    """The dumps of a kernel that Triton found in its cache (no stage ran), from the files
+    Triton keeps there; nothing when they are dumped already."""
+    root = iree_compile.dump_root()
+    name = metadata.name
+    where = _spec_dir(name, metadata)
+    if root is None or (root / where / f"{name}.iree.mlir").exists():
+        return
+    from triton._C.libtriton import ir
+    from triton.runtime.cache import get_cache_manager
+    cache = get_cache_manager(metadata.hash)
+    ttir, module = cache.get_file(f"{name}.ttir"), cache.get_file(f"{name}.iree")
+    if ttir is not None:
+        context = ir.context()
+        ir.load_dialects(context)
+        mod = ir.parse_mlir_module(ttir, context)
+        mod.context = context
+        iree_compile.dump(where, f"{name}.ttir", frontend.generic_text(mod))
+    if module is not None:
+        iree_compile.dump_module(where, name, Path(module).read_text(), target, iree_compile.env_flags())
 
 
 def kernel_ttir(fn, signature: dict, constexprs: dict | None = None) -> str:
