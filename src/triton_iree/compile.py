@@ -45,8 +45,11 @@ class Target:
 UNVALIDATED_TARGETS_VAR = "TRITON_IREE_UNVALIDATED_TARGETS"
 
 
-def make_target(name: str = "llvm-cpu", *, cpu: str = "host", arch: Optional[str] = None) -> Target:
+def make_target(name: str = "llvm-cpu", *, cpu: Optional[str] = None, arch: Optional[str] = None) -> Target:
     if name in ("llvm-cpu", "cpu"):
+        if cpu is None:   # TRITON_IREE_CPU, default "host" (see lowering.targets.cpu.CPU_VAR)
+            from .lowering.targets.cpu import target_cpu
+            cpu = target_cpu()
         return Target("llvm-cpu", "llvm-cpu", "local-task", (
             f"--iree-llvmcpu-target-cpu={cpu}",
             # One Triton program = one workgroup: IREE must not tile and distribute again.
@@ -130,10 +133,17 @@ def host_cpu_id() -> str:
         return platform.machine()
 
 
+def cpu_key(target: Target) -> str:
+    """The host CPU's identity for the cache keys of modules built for it (target CPU "host");
+    "" otherwise: a module built for a named CPU (TRITON_IREE_CPU) runs on any CPU of that kind,
+    so caches of such modules can be shared between machines."""
+    return host_cpu_id() if target.is_cpu and "--iree-llvmcpu-target-cpu=host" in target.flags else ""
+
+
 def cache_key(module_text: str, target: Target, extra: tuple[str, ...] = ()) -> str:
     h = hashlib.sha256()
     for part in (module_text, target.name, *COMMON_FLAGS, *target.flags, *extra, iree_version(),
-                 host_cpu_id() if target.is_cpu else ""):
+                 cpu_key(target)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -87,7 +87,7 @@ class IreeBackend(BaseBackend):
     @functools.lru_cache()
     def hash(self) -> str:
         t = self.iree_target
-        cpu = iree_compile.host_cpu_id() if t.is_cpu else ""
+        cpu = iree_compile.cpu_key(t)
         return f"iree-{iree_compile.iree_version()}-{source_key()}-{'-'.join(iree_compile.flags(t))}-{cpu}"
 
     def parse_options(self, opts: dict) -> IreeOptions:

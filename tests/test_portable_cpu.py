@@ -1,0 +1,43 @@
+"""TRITON_IREE_CPU: modules built for a named CPU instead of the host (caches shared between
+machines)."""
+import os
+import subprocess
+import sys
+
+from triton_iree import compile as iree_compile
+from triton_iree.lowering.targets import cpu
+
+
+def test_named_cpu_is_in_the_flags_and_the_cache_key_has_no_host_identity(monkeypatch):
+    monkeypatch.delenv(cpu.CPU_VAR, raising=False)
+    host = iree_compile.make_target("llvm-cpu")
+    assert "--iree-llvmcpu-target-cpu=host" in host.flags
+    assert iree_compile.cpu_key(host) == iree_compile.host_cpu_id() != ""
+    monkeypatch.setenv(cpu.CPU_VAR, "x86-64-v3")
+    v3 = iree_compile.make_target("llvm-cpu")
+    assert "--iree-llvmcpu-target-cpu=x86-64-v3" in v3.flags
+    assert iree_compile.cpu_key(v3) == ""
+    assert iree_compile.cache_key("m", v3) != iree_compile.cache_key("m", host)
+    monkeypatch.setenv(cpu.CPU_VAR, "generic")
+    assert iree_compile.cache_key("m", iree_compile.make_target("llvm-cpu")) != iree_compile.cache_key("m", v3)
+
+
+def test_vector_width_follows_the_named_cpu():
+    assert cpu.target_vector_bytes("x86-64-v4") == 64
+    assert cpu.target_vector_bytes("znver3") == 32
+    assert cpu.target_vector_bytes("generic") == 16
+    assert cpu.target_vector_bytes("host") == cpu.host_vector_bytes()
+
+
+def test_kernels_built_for_generic_cpu_compute_the_right_result(tmp_path):
+    code = ("import torch\n"
+            "from triton_iree import kernels as K\n"
+            "x, y = torch.rand(5000), torch.rand(5000)\n"
+            "assert torch.equal(K.run_add(x, y), x + y)\n"
+            "a, b = torch.randn(70, 40), torch.randn(40, 90)\n"
+            "torch.testing.assert_close(K.run_matmul(a, b), a @ b, rtol=1e-4, atol=1e-4)\n")
+    env = dict(os.environ, TRITON_IREE_CPU="generic", TRITON_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    vmfbs = list(tmp_path.rglob("*.vmfb"))
+    assert vmfbs   # the cache holds what was compiled
