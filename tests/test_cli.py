@@ -1,4 +1,6 @@
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +34,7 @@ def test_unknown_option_is_rejected():
     assert r.returncode != 0 and "Traceback" not in r.stderr
 
 
+ROOT = Path(__file__).parents[1]
 SEED = Path(__file__).parent / "data" / "ttshared" / "ttshared_add_kernel_ranked.mlir"
 
 
@@ -77,3 +80,88 @@ def test_compile_refuses_gpu_targets_until_validated(tmp_path):
                             "-o", str(tmp_path / "out.vmfb")], capture_output=True, text=True, env=env)
         assert "not validated yet" in one_line_error(r) and "TRITON_IREE_UNVALIDATED_TARGETS=1" in r.stderr
         assert not (tmp_path / "out.vmfb").exists()
+
+
+def test_print_flags_go_to_stdout_with_the_environment_flags(tmp_path):
+    out = tmp_path / "add.iree.mlir"
+    env = dict(os.environ, TRITON_IREE_COMPILE_FLAGS="--iree-opt-level=O2")
+    r = subprocess.run([sys.executable, "-m", "triton_iree.cli", "prepare", str(SEED), "-o", str(out),
+                        "--print-flags"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    flags = r.stdout.split()
+    assert flags[0] == "--iree-hal-target-backends=llvm-cpu" and flags[-1] == "--iree-opt-level=O2"
+    assert "--iree-llvmcpu-disable-distribution" in flags and "flow.dispatch.workgroups" in out.read_text()
+    # stdout cannot carry both the module and the flags.
+    assert "give -o FILE" in one_line_error(cli("prepare", str(SEED), "--print-flags"))
+
+
+def test_print_command_is_the_real_command_and_reproduces_the_vmfb(tmp_path):
+    out = tmp_path / "add.vmfb"
+    env = dict(os.environ, TRITON_IREE_COMPILE_FLAGS="--iree-opt-level=O2")
+    r = subprocess.run([sys.executable, "-m", "triton_iree.cli", "compile", str(SEED), "-o", str(out),
+                        "--print-command"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    command = shlex.split(r.stdout)
+    kept = tmp_path / "add.iree.mlir"          # the prepared module, kept next to the output
+    assert Path(command[0]).is_absolute() and Path(command[0]).name == "iree-compile"
+    assert command[1] == str(kept) and "flow.dispatch.workgroups" in kept.read_text()
+    assert "--iree-opt-level=O2" in command and f"-o={out}" in command
+    again = tmp_path / "again.vmfb"
+    rerun = subprocess.run([*command, f"-o={again}"], capture_output=True, text=True,
+                           env=dict(os.environ, PATH="/usr/bin:/bin"))
+    assert rerun.returncode == 0, rerun.stderr
+    # The same program (the bytes may differ: debug locations name the input file).
+    import iree.runtime as rt
+    import numpy as np
+    n = 3000
+    x, y = np.arange(n, dtype=np.float32), np.full(n, 0.25, np.float32)
+    for vmfb in (out, again):
+        ctx = rt.SystemContext(config=rt.Config("local-task"))
+        ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
+        res = ctx.modules.module["add_kernel"](x, y, np.zeros(n, np.float32), n, 3, 1, 1)
+        np.testing.assert_array_equal(np.asarray(res), x + y)
+    assert "give -o FILE" in one_line_error(cli("compile", str(SEED), "-o", "-", "--print-command"))
+
+
+def _readme_error_examples():
+    """The `$ triton-iree ...` commands of README's Errors block and the line each prints."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("### Errors", 1)[1].split("```", 2)[1]
+    lines = [ln for ln in block.splitlines() if ln.strip()]
+    return [(lines[i][2:], lines[i + 1]) for i in range(0, len(lines), 2)]
+
+
+def test_readme_error_examples_reproduce_exactly():
+    examples = _readme_error_examples()
+    assert [shlex.split(c)[2] for c, _ in examples] == [
+        "examples/ttshared/bad_op.mlir", "examples/ttshared/bad_parse.mlir", "examples/ttshared/latin1.mlir"]
+    for command, expected in examples:
+        args = shlex.split(command)
+        assert args[0] == "triton-iree"
+        r = subprocess.run([sys.executable, "-m", "triton_iree.cli", *args[1:]], capture_output=True, text=True,
+                           cwd=ROOT)
+        assert one_line_error(r) == expected
+        assert not (ROOT / args[args.index("-o") + 1]).exists()
+
+
+_LAUNCH = """
+import sys, torch
+sys.path.insert(0, {examples!r})
+from kernels import add_kernel
+x = torch.rand(100)
+add_kernel[(1,)](x, torch.rand(100), torch.empty(100), 100, BLOCK_SIZE=128)
+"""
+
+
+def test_slow_compiles_print_one_line_unless_quiet(tmp_path):
+    script = tmp_path / "launch.py"
+    script.write_text(_LAUNCH.format(examples=str(ROOT / "examples")))
+    base = dict(os.environ, TRITON_IREE_SLOW_COMPILE_SECONDS="0", TRITON_ALWAYS_COMPILE="1",
+                TRITON_CACHE_DIR=str(tmp_path / "cache"))
+    base.pop("TRITON_IREE_QUIET", None)
+    for quiet in (False, True):
+        env = dict(base, TRITON_IREE_QUIET="1") if quiet else base
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        shown = re.findall(r"^triton-iree: compiling add_kernel for llvm-cpu took \d+\.\d s$", r.stderr, re.M)
+        assert len(shown) == (0 if quiet else 1), r.stderr

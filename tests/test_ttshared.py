@@ -112,7 +112,7 @@ def test_seed_through_cli_iree_compile_and_iree_run_module(tmp_path):
     prepared, vmfb = tmp_path / "seed.iree.mlir", tmp_path / "seed.vmfb"
     r = cli("prepare", str(src), "-o", str(prepared), "--print-flags")
     assert r.returncode == 0, r.stderr
-    flags = r.stderr.split()
+    flags = r.stdout.split()   # --print-flags prints to stdout
     assert "--iree-llvmcpu-disable-distribution" in flags
     # Stock iree-compile takes the prepared module with the printed flags.
     r = subprocess.run([_tool("iree-compile"), str(prepared), *flags, "-o", str(vmfb)], capture_output=True, text=True)

@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="triton-iree",
         description="Run Triton kernels through IREE. Installing the package registers a Triton "
                     "backend, so kernel[grid](...) runs on IREE's llvm-cpu target; this command "
-                    "works on IR files.")
+                    "compiles triton-shared IR files and Python kernels ahead of time.")
     p.add_argument("--version", action="version", version=_versions())
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -37,14 +37,23 @@ def _parser() -> argparse.ArgumentParser:
     prep.add_argument("input", help="triton-shared MLIR file ('-' for stdin)")
     prep.add_argument("-o", "--output", default="-", help="output MLIR file (default: stdout)")
     prep.add_argument("--print-flags", action="store_true",
-                      help="print the iree-compile flags for llvm-cpu to stderr")
+                      help="print the iree-compile flags for llvm-cpu to stdout (needs -o FILE)")
 
-    comp = sub.add_parser("compile", help="prepare + iree-compile a triton-shared MLIR file to a .vmfb")
-    comp.add_argument("input", help="triton-shared MLIR file ('-' for stdin)")
-    comp.add_argument("-o", "--output", required=True, help="output .vmfb")
+    comp = sub.add_parser("compile", help="compile a triton-shared MLIR file, or a @triton.jit kernel "
+                                          "(FILE.py:KERNEL), to a .vmfb")
+    comp.add_argument("input", help="triton-shared MLIR file ('-' for stdin), or FILE.py:KERNEL")
+    comp.add_argument("-o", "--output", required=True, help="output .vmfb (with --emit-mlir: MLIR, '-' for stdout)")
     comp.add_argument("--target", default="llvm-cpu", choices=["llvm-cpu", "cuda", "hip", "vulkan"])
     comp.add_argument("--arch", default=None, help="GPU architecture (e.g. sm_80, gfx942, ampere)")
-    comp.add_argument("--print-command", action="store_true", help="print the iree-compile command line")
+    comp.add_argument("--signature", help="FILE.py:KERNEL only: each non-constexpr parameter's type, "
+                                          "e.g. 'x_ptr=*fp32,y_ptr=*fp32,n=i32'")
+    comp.add_argument("--constexpr", action="append", default=[], metavar="NAME=VALUE",
+                      help="FILE.py:KERNEL only: a tl.constexpr parameter's value (repeatable)")
+    comp.add_argument("--emit-mlir", action="store_true",
+                      help="write the IREE input module to -o instead of compiling it")
+    comp.add_argument("--print-command", action="store_true",
+                      help="print the iree-compile command to stdout; its input, the IREE input module, "
+                           "is kept next to the output (OUTPUT without .vmfb, plus .iree.mlir)")
 
     from .bench import add_arguments as bench_arguments
     bench_arguments(sub.add_parser("bench", help="run the CPU workload suite against torch (needs torch)"))
@@ -70,7 +79,11 @@ def _read(path: str) -> str:
 
 def _write(path: str, data: str | bytes) -> None:
     if path == "-":
-        sys.stdout.write(data if isinstance(data, str) else data.decode())
+        if isinstance(data, str):
+            sys.stdout.write(data)
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
         return
     try:
         with open(path, "wb" if isinstance(data, bytes) else "w") as f:
@@ -83,29 +96,73 @@ def _source_name(path: str) -> str:
     return "<stdin>" if path == "-" else path
 
 
+def _stdout_taken(args, option: str) -> None:
+    """`option` prints to stdout: refused when the output goes there too."""
+    if args.output == "-":
+        raise SystemExit(f"triton-iree: error: {option} prints to stdout, where -o - writes the output; "
+                         f"give -o FILE")
+
+
 def _cmd_prepare(args) -> None:
-    text = _read(args.input)
     from . import compile as iree_compile
     from .ttshared import prepare
-    out = prepare(text, _source_name(args.input))
+    if args.print_flags:
+        _stdout_taken(args, "--print-flags")
+    out = prepare(_read(args.input), _source_name(args.input))
     _write(args.output, out)
     if args.print_flags:
-        print(" ".join(iree_compile.flags(iree_compile.make_target("llvm-cpu"))), file=sys.stderr)
+        target = iree_compile.make_target("llvm-cpu")
+        print(iree_compile.shell_command(iree_compile.flags(target, iree_compile.env_flags())))
+
+
+def _triton_error(e) -> str:
+    """Triton's CompilationError in one line: its message and the source line it points at."""
+    what = (e.error_message or type(e).__name__).strip().splitlines()[-1]
+    lineno = getattr(e.node, "lineno", None)
+    lines = (e.src or "").splitlines()
+    if lineno is None or not 0 < lineno <= len(lines):
+        return what
+    return f"{what} (at `{lines[lineno - 1].strip()}`)"
+
+
+def _kept_module_path(output: str) -> str:
+    """Where --print-command keeps the IREE input module: next to the output."""
+    base = output[:-len(".vmfb")] if output.endswith(".vmfb") else output
+    return base + ".iree.mlir"
 
 
 def _cmd_compile(args) -> None:
-    import shlex
-
-    text = _read(args.input)
     from . import compile as iree_compile
-    from .ttshared import prepare
     target = iree_compile.make_target(args.target, arch=args.arch)
-    module = prepare(text, _source_name(args.input))
     if args.print_command:
-        print(" ".join(shlex.quote(c) for c in iree_compile.command_line(target, "<prepared>.mlir", args.output)),
-              file=sys.stderr)
-    vmfb = iree_compile.compile_module(module, target, name="prepared", use_cache=False)
-    _write(args.output, vmfb)
+        _stdout_taken(args, "--print-command")
+    if args.input.endswith(".py") or ".py:" in args.input:   # FILE.py:KERNEL
+        from . import aot
+        if args.signature is None:
+            raise SystemExit("triton-iree: error: compiling FILE.py:KERNEL needs --signature, "
+                             "e.g. --signature 'x_ptr=*fp32,n=i32'")
+        from triton.compiler.errors import CompilationError
+        constexprs = dict(aot.parse_constexpr(c) for c in args.constexpr)
+        try:
+            kernel = aot.compile_kernel(aot.load_kernel(args.input), args.signature, constexprs,
+                                        target=target.name, arch=args.arch, vmfb=False)
+        except CompilationError as e:   # Triton's frontend rejects the kernel: the user's code
+            raise SystemExit(f"triton-iree: error: {args.input}: {_triton_error(e)}") from None
+        name, module = kernel.name, kernel.module
+    else:
+        from .ttshared import prepare
+        if args.signature is not None or args.constexpr:
+            raise SystemExit("triton-iree: error: --signature and --constexpr are for FILE.py:KERNEL inputs")
+        name, module = "prepared", prepare(_read(args.input), _source_name(args.input))
+    if args.emit_mlir:
+        _write(args.output, module)
+        return
+    if args.print_command:
+        kept = _kept_module_path(args.output)
+        _write(kept, module)
+        print(iree_compile.shell_command(iree_compile.command_line(target, kept, args.output, iree_compile.env_flags())),
+              flush=True)
+    _write(args.output, iree_compile.compile_module(module, target, name=name, use_cache=False))
 
 
 def _one_line(e: TritonIreeError) -> str:

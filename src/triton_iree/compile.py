@@ -183,7 +183,7 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
 # Compiles that take at least this many seconds print one line on stderr (a first launch is
 # otherwise silent while it compiles); TRITON_IREE_QUIET=1 turns the line off.
 SLOW_COMPILE_VAR, QUIET_VAR = "TRITON_IREE_SLOW_COMPILE_SECONDS", "TRITON_IREE_QUIET"
-DEFAULT_SLOW_COMPILE_S = 2.0
+DEFAULT_SLOW_COMPILE_S = 3.0
 
 
 def report_compile_time(name: str, target: Target, seconds: float) -> None:

@@ -1,0 +1,169 @@
+"""Ahead-of-time compilation of a @triton.jit kernel, without launching it: the IREE input
+module and the .vmfb that `kernel[grid](...)` would run, for a signature given as text.
+
+Triton's own frontend makes the TTIR (`ASTSource`), and the backend's stages (the same that a
+launch runs) lower and compile it. The result's public function, named after the kernel, takes
+(see `triton_iree.lowering`): each pointer argument as a flat `tensor<?xT>`, each scalar, the
+grid as three i32 (gx, gy, gz), then one i64 per pointer argument: the element offset at which
+that pointer starts inside its buffer (0 for a whole array). It returns the buffers the kernel
+writes, tied to their arguments.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import InputError
+
+__all__ = ["AotKernel", "compile_kernel", "load_kernel", "parse_constexpr", "parse_signature"]
+
+# Triton's names of the element types a pointer argument or a scalar can have.
+POINTER_TYPES = ("fp32", "fp16", "bf16", "fp64", "fp8e4nv", "fp8e5",
+                 "i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64")
+SCALAR_TYPES = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp32", "fp64")
+
+
+@dataclass(frozen=True)
+class AotKernel:
+    name: str                # the kernel's name: the module's public function
+    module: str              # the IREE input module (MLIR text)
+    vmfb: Optional[bytes]    # the compiled module, None when only the module was asked for
+
+
+def parse_signature(text: str) -> dict[str, str]:
+    """'x_ptr=*fp32, n=i32' -> {'x_ptr': '*fp32', 'n': 'i32'}."""
+    signature: dict[str, str] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, eq, ty = (s.strip() for s in item.partition("="))
+        if not eq or not name or not ty:
+            raise InputError(f"bad signature entry {item!r}: expected NAME=TYPE, e.g. x_ptr=*fp32 or n=i32")
+        if name in signature:
+            raise InputError(f"argument '{name}' appears twice in the signature")
+        signature[name] = ty
+    return signature
+
+
+def parse_constexpr(text: str) -> tuple[str, Any]:
+    """'BLOCK=1024' -> ('BLOCK', 1024); values are ints, floats or True / False."""
+    name, eq, value = (s.strip() for s in text.partition("="))
+    if not eq or not name or not value:
+        raise InputError(f"bad constexpr {text!r}: expected NAME=VALUE, e.g. BLOCK=1024")
+    if value in ("True", "true", "False", "false"):
+        return name, value in ("True", "true")
+    for kind in (int, float):
+        try:
+            return name, kind(value)
+        except ValueError:
+            pass
+    raise InputError(f"constexpr {name}={value!r} is not an int, a float, True or False")
+
+
+def _check_type(name: str, ty: str) -> None:
+    ok = ty[1:] in POINTER_TYPES if ty.startswith("*") else ty in SCALAR_TYPES
+    if not ok:
+        raise InputError(f"argument '{name}': unknown type '{ty}' (pointers: *{', *'.join(POINTER_TYPES[:6])}, "
+                         f"*i32, ...; scalars: {', '.join(SCALAR_TYPES)})")
+
+
+def full_signature(fn, signature: dict[str, str], constexprs: dict[str, Any]) -> tuple[dict, dict]:
+    """Triton's signature of `fn` (every parameter, constexprs as 'constexpr') and the
+    constexpr values, checked against the kernel's parameters."""
+    params = {p.name: p for p in fn.params}
+    for name in (*signature, *constexprs):
+        if name not in params:
+            raise InputError(f"kernel '{fn.__name__}' has no parameter '{name}' (it has {', '.join(params)})")
+    full, values = {}, {}
+    for name, p in params.items():
+        if p.is_constexpr:
+            if name in signature:
+                raise InputError(f"'{name}' is a tl.constexpr parameter: give its value with --constexpr {name}=...")
+            if name in constexprs:
+                values[name] = constexprs[name]
+            elif p.default is not inspect.Parameter.empty:
+                values[name] = p.default
+            else:
+                raise InputError(f"no value for the tl.constexpr parameter '{name}' (--constexpr {name}=...)")
+            full[name] = "constexpr"
+        else:
+            if name in constexprs:
+                raise InputError(f"'{name}' is not a tl.constexpr parameter: give its type in the signature")
+            if name not in signature:
+                raise InputError(f"the signature has no type for '{name}' (e.g. {name}=*fp32 or {name}=i32)")
+            _check_type(name, signature[name])
+            full[name] = signature[name]
+    return full, values
+
+
+def _jit_function(obj, where: str):
+    """The JITFunction behind `obj` (autotuners and heuristics wrap one in `.fn`)."""
+    from triton.runtime.jit import JITFunction
+    while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
+        obj = obj.fn
+    if not isinstance(obj, JITFunction):
+        raise InputError(f"{where} is not a @triton.jit function")
+    return obj
+
+
+def load_kernel(spec: str):
+    """The @triton.jit function that 'FILE.py:KERNEL' names. The file's directory is put on
+    sys.path, as when the file runs as a script."""
+    path, _, name = spec.rpartition(":")
+    if not path.endswith(".py") or not name:
+        raise InputError(f"{spec!r}: expected FILE.py:KERNEL")
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"cannot read {path}: no such file")
+    sys.path.insert(0, str(file.resolve().parent))
+    module_spec = importlib.util.spec_from_file_location(f"_triton_iree_aot_{file.stem}", file)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:   # the user's file: any error it raises is theirs
+        line = f" (line {e.lineno})" if isinstance(e, SyntaxError) else ""
+        raise InputError(f"cannot import {path}{line}: {type(e).__name__}: {e}") from None
+    if not hasattr(module, name):
+        raise InputError(f"{path} has no kernel '{name}'")
+    return _jit_function(getattr(module, name), f"{path}:{name}")
+
+
+def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dict[str, Any]] = None,
+                   target: str = "llvm-cpu", arch: Optional[str] = None, vmfb: bool = True) -> AotKernel:
+    """Compiles the @triton.jit function `fn` for `target` without launching it.
+
+    `signature` gives each non-constexpr parameter's Triton type, as a dict or as text
+    ('x_ptr=*fp32,n=i32'); `constexprs` each tl.constexpr parameter's value (parameters with a
+    default may be left out). With `vmfb=False` only the IREE input module is made.
+    """
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import ASTSource
+
+    from .backend.compiler import IreeBackend
+    from .compile import make_target
+
+    fn = _jit_function(fn, repr(fn))
+    if isinstance(signature, str):
+        signature = parse_signature(signature)
+    full, values = full_signature(fn, signature, dict(constexprs or {}))
+    name = make_target(target, arch=arch).name   # refuses unknown and unvalidated targets
+    gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if name == "llvm-cpu" else \
+        GPUTarget("iree", f"{name}:{arch}" if arch else name, 32)
+    backend = IreeBackend(gpu_target)
+    options = backend.parse_options({})
+    src = ASTSource(fn, full, constexprs=values)
+    stages: dict = {}
+    backend.add_stages(stages, options)
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    mod = src.make_ir(gpu_target, options, backend.get_codegen_implementation(options),
+                      backend.get_module_map(), context)
+    # As Triton's compile hash, it names this specialization's TRITON_IREE_DUMP_DIR directory.
+    metadata = {"hash": hashlib.sha256(f"{src.hash()}-{backend.hash()}-{options.hash()}".encode()).hexdigest()}
+    module = stages["iree"](stages["ttir"](mod, metadata), metadata)
+    return AotKernel(metadata["name"], module, stages["vmfb"](module, metadata) if vmfb else None)

@@ -1,0 +1,121 @@
+"""Ahead-of-time compilation of Python kernels: `triton-iree compile FILE.py:KERNEL` and
+`triton_iree.aot.compile_kernel`, run with iree.runtime alone."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import iree.runtime as rt
+import numpy as np
+import pytest
+
+from triton_iree import aot
+from triton_iree.errors import InputError
+
+ROOT = Path(__file__).parents[1]
+KERNELS = ROOT / "examples" / "kernels.py"
+ADD_SIG = "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,n_elements=i32"
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "triton_iree.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env)
+
+
+def one_line_error(r) -> str:
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("triton-iree: error: "), r.stderr
+    return lines[0]
+
+
+def run_vmfb(vmfb: bytes, name: str, *args):
+    """Calls the module's function with iree.runtime only (no Triton, no torch)."""
+    ctx = rt.SystemContext(config=rt.Config("local-task"))
+    ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb))
+    return np.asarray(ctx.modules.module[name](*args))
+
+
+def check_vector_add(vmfb: bytes, block: int) -> None:
+    n, tail = 3 * block + 17, 40          # not a multiple of BLOCK; `out` is longer than n
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    out = np.full(n + tail, -7.0, np.float32)
+    grid = (n + block - 1) // block
+    res = run_vmfb(vmfb, "add_kernel", x, y, out, n, grid, 1, 1, 0, 0, 0)
+    np.testing.assert_array_equal(res[:n], x + y)
+    np.testing.assert_array_equal(res[n:], out[n:])   # nothing written past n
+
+
+def test_cli_compiles_a_python_kernel_that_iree_runtime_runs(tmp_path):
+    vmfb = tmp_path / "add.vmfb"
+    r = cli("compile", f"{KERNELS}:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=1024",
+            "--target", "llvm-cpu", "-o", str(vmfb))
+    assert r.returncode == 0, r.stderr
+    check_vector_add(vmfb.read_bytes(), 1024)
+
+
+def test_emit_mlir_writes_the_module_with_the_documented_abi(tmp_path):
+    r = cli("compile", "examples/kernels.py:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=256",
+            "--emit-mlir", "-o", "-")
+    assert r.returncode == 0, r.stderr
+    head = re.search(r"func\.func @add_kernel\((.*)\) -> \((.*)\)", r.stdout)
+    params = [p.split(":", 1)[1].split("{")[0].strip() for p in head.group(1).split(", %")]
+    assert params == ["tensor<?xf32>"] * 3 + ["i32"] + ["i32"] * 3 + ["i64"] * 3
+    assert head.group(2) == "tensor<?xf32>" and "iree.abi.output = 0" in head.group(1)
+    assert "flow.dispatch.workgroups" in r.stdout
+
+
+def test_python_api_compiles_with_dict_or_text_signatures():
+    sys.path.insert(0, str(KERNELS.parent))
+    from kernels import add_kernel
+    k = aot.compile_kernel(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128})
+    assert k.name == "add_kernel" and "func.func @add_kernel" in k.module
+    check_vector_add(k.vmfb, 128)
+    only = aot.compile_kernel(add_kernel, aot.parse_signature(ADD_SIG), {"BLOCK_SIZE": 128}, vmfb=False)
+    assert only.vmfb is None and only.module == k.module
+    with pytest.raises(InputError, match="no value for the tl.constexpr parameter 'BLOCK_SIZE'"):
+        aot.compile_kernel(add_kernel, ADD_SIG)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["examples/missing.py:add_kernel", "--signature", ADD_SIG], "cannot read examples/missing.py"),
+    (["examples/kernels.py:no_such_kernel", "--signature", ADD_SIG], "has no kernel 'no_such_kernel'"),
+    (["examples/kernels.py:torch", "--signature", ADD_SIG], "is not a @triton.jit function"),
+    (["examples/kernels.py:add_kernel", "--constexpr", "BLOCK_SIZE=64"], "needs --signature"),
+    (["examples/kernels.py:add_kernel", "--signature", "x_ptr=*fp32,y_ptr", "--constexpr", "BLOCK_SIZE=64"],
+     "bad signature entry 'y_ptr'"),
+    (["examples/kernels.py:add_kernel", "--signature", ADD_SIG.replace("i32", "int7"), "--constexpr", "BLOCK_SIZE=64"],
+     "argument 'n_elements': unknown type 'int7'"),
+    (["examples/kernels.py:add_kernel", "--signature", ADD_SIG.replace("*fp32", "*float", 1),
+      "--constexpr", "BLOCK_SIZE=64"], "argument 'x_ptr': unknown type '*float'"),
+    (["examples/kernels.py:add_kernel", "--signature", "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32",
+      "--constexpr", "BLOCK_SIZE=64"], "the signature has no type for 'n_elements'"),
+    (["examples/kernels.py:add_kernel", "--signature", ADD_SIG + ",m=i32", "--constexpr", "BLOCK_SIZE=64"],
+     "kernel 'add_kernel' has no parameter 'm'"),
+    (["examples/kernels.py:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=big"],
+     "constexpr BLOCK_SIZE='big' is not an int"),
+    (["examples/kernels.py:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=1000"],
+     "arange's range must be a power of 2 (at `offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)`)"),
+])
+def test_bad_input_is_one_line_error_without_output(tmp_path, args, message):
+    out = tmp_path / "k.vmfb"
+    line = one_line_error(cli("compile", *args, "-o", str(out)))
+    assert message in line, line
+    assert not out.exists()
+
+
+def test_a_file_that_does_not_import_is_one_line(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("import triton\n\ndef f(:\n")
+    line = one_line_error(cli("compile", f"{bad}:f", "--signature", "x=i32", "-o", str(tmp_path / "k.vmfb")))
+    assert f"cannot import {bad} (line 3): SyntaxError" in line
+
+
+def test_gpu_targets_are_refused_until_validated(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_IREE_UNVALIDATED_TARGETS"}
+    r = cli("compile", "examples/kernels.py:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=64",
+            "--target", "vulkan", "-o", str(tmp_path / "k.vmfb"), env=env)
+    assert "target 'vulkan' is not validated yet" in one_line_error(r)
+    assert not (tmp_path / "k.vmfb").exists()
