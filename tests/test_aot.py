@@ -49,11 +49,14 @@ def check_vector_add(vmfb: bytes, block: int) -> None:
 
 
 def test_cli_compiles_a_python_kernel_that_iree_runtime_runs(tmp_path):
-    vmfb = tmp_path / "add.vmfb"
+    vmfb, dump = tmp_path / "add.vmfb", tmp_path / "dump"
     r = cli("compile", f"{KERNELS}:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=1024",
-            "--target", "llvm-cpu", "-o", str(vmfb))
+            "--target", "llvm-cpu", "-o", str(vmfb), env=dict(os.environ, TRITON_IREE_DUMP_DIR=str(dump)))
     assert r.returncode == 0, r.stderr
     check_vector_add(vmfb.read_bytes(), 1024)
+    # The stages dumped as for a launch: one directory for the specialization.
+    (spec,) = (dump / "add_kernel").iterdir()
+    assert sorted(p.name for p in spec.iterdir()) == ["add_kernel.iree.mlir", "add_kernel.ttir", "iree-compile.sh"]
 
 
 def test_emit_mlir_writes_the_module_with_the_documented_abi(tmp_path):

@@ -16,6 +16,8 @@ def cli(*args, input=None):
 def test_version_and_help():
     r = cli("--version")
     assert r.returncode == 0 and r.stdout.startswith(f"triton-iree {triton_iree.__version__} (triton ")
+    from importlib.metadata import version
+    assert f"iree {version('iree-base-compiler')}, torch {version('torch')})" in r.stdout
     r = cli("--help")
     assert r.returncode == 0
     assert "prepare" in r.stdout and "compile" in r.stdout

@@ -145,15 +145,15 @@ def _cmd_compile(args) -> None:
         constexprs = dict(aot.parse_constexpr(c) for c in args.constexpr)
         try:
             kernel = aot.compile_kernel(aot.load_kernel(args.input), args.signature, constexprs,
-                                        target=target.name, arch=args.arch, vmfb=False)
+                                        target=target.name, arch=args.arch, vmfb=not args.emit_mlir)
         except CompilationError as e:   # Triton's frontend rejects the kernel: the user's code
             raise SystemExit(f"triton-iree: error: {args.input}: {_triton_error(e)}") from None
-        name, module = kernel.name, kernel.module
+        name, module, vmfb = kernel.name, kernel.module, kernel.vmfb
     else:
         from .ttshared import prepare
         if args.signature is not None or args.constexpr:
             raise SystemExit("triton-iree: error: --signature and --constexpr are for FILE.py:KERNEL inputs")
-        name, module = "prepared", prepare(_read(args.input), _source_name(args.input))
+        name, module, vmfb = "prepared", prepare(_read(args.input), _source_name(args.input)), None
     if args.emit_mlir:
         _write(args.output, module)
         return
@@ -162,7 +162,9 @@ def _cmd_compile(args) -> None:
         _write(kept, module)
         print(iree_compile.shell_command(iree_compile.command_line(target, kept, args.output, iree_compile.env_flags())),
               flush=True)
-    _write(args.output, iree_compile.compile_module(module, target, name=name, use_cache=False))
+    if vmfb is None:
+        vmfb = iree_compile.compile_module(module, target, name=name, use_cache=False)
+    _write(args.output, vmfb)
 
 
 def _one_line(e: TritonIreeError) -> str:
