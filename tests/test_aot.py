@@ -122,3 +122,16 @@ def test_gpu_targets_are_refused_until_validated(tmp_path):
             "--target", "vulkan", "-o", str(tmp_path / "k.vmfb"), env=env)
     assert "target 'vulkan' is not validated yet" in one_line_error(r)
     assert not (tmp_path / "k.vmfb").exists()
+
+
+def test_an_unsupported_construct_is_one_line_naming_the_users_line(tmp_path):
+    src = tmp_path / "printing.py"
+    src.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                   "def printing(x_ptr, BLOCK: tl.constexpr):\n"
+                   "    x = tl.load(x_ptr + tl.arange(0, BLOCK))\n"
+                   "    tl.device_print('x', x)\n")
+    out = tmp_path / "k.vmfb"
+    line = one_line_error(cli("compile", f"{src}:printing", "--signature", "x_ptr=*fp32", "--constexpr", "BLOCK=16",
+                              "-o", str(out)))
+    assert "tl.device_print (tt.print) is not supported" in line and f"{src}:8:" in line
+    assert not out.exists()

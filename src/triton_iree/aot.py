@@ -118,9 +118,12 @@ def load_kernel(spec: str):
     file = Path(path)
     if not file.is_file():
         raise InputError(f"cannot read {path}: no such file")
-    sys.path.insert(0, str(file.resolve().parent))
+    folder = str(file.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     module_spec = importlib.util.spec_from_file_location(f"_triton_iree_aot_{file.stem}", file)
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module   # as an import does (dataclasses and pickle look it up)
     try:
         module_spec.loader.exec_module(module)
     except Exception as e:   # the user's file: any error it raises is theirs
