@@ -111,6 +111,20 @@ INLINE_MAX_STACK_BYTES = 256 << 10
 INLINE_DRIVER = "local-sync"
 
 
+# Drivers whose buffers are GPU memory: they take torch CUDA (or ROCm) tensors through DLPack.
+GPU_MEMORY_DRIVERS = ("cuda", "hip")
+
+
+def torch_stream_sync() -> None:
+    """Orders a GPU launch after the work torch queued: waits for torch's current CUDA stream.
+    IREE runs the launch on streams of its own and returns when it has finished, so work that
+    torch queues afterwards sees its results."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.current_stream().synchronize()
+
+
 class _Context:
     """The module loaded into one device's VM context."""
 
@@ -154,7 +168,9 @@ class LoadedKernel:
                                sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
             ctx = self.inline or self._make_inline()
         if not ctx.dev.driver.startswith("local"):
-            return self._invoke(ctx, build_arguments(ctx.dev, plans, values, grid, spans))
+            args = build_arguments(ctx.dev, plans, values, grid, spans)
+            torch_stream_sync()
+            return self._invoke(ctx, args)
         key = (ctx.dev.driver, *spans, *grid, *[v for p, v in zip(plans, values) if not p.is_buffer])
         try:
             args = self._arg_lists.get(key)
@@ -334,12 +350,13 @@ def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
     `import_span` (base address, byte length, element offset)."""
     spans = []
     on_cpu = dev.driver.startswith("local")
+    on_gpu = dev.driver in GPU_MEMORY_DRIVERS
     for plan, v in zip(plans, values):
         if plan.is_buffer:
             try:
-                if on_cpu and not v.is_cpu:
+                if on_cpu and not v.is_cpu or on_gpu and v.is_cpu:
                     raise LaunchError(f"argument '{plan.name}' is on {v.device}, but the IREE target "
-                                      f"runs on the CPU", kernel=kernel)
+                                      f"runs on {'the CPU' if on_cpu else dev.driver}", kernel=kernel)
                 spans.append(import_span(v))
             except AttributeError:
                 raise LaunchError(f"argument '{plan.name}' must be a torch tensor, got {type(v).__name__}",

@@ -14,7 +14,7 @@ from triton.backends.compiler import BaseBackend, GPUTarget, Language
 from .. import compile as iree_compile
 from .. import checks, frontend, reader
 from ..analysis import analyze
-from ..lowering import EmitOptions, cpu_options, emit_module, lower
+from ..lowering import cpu_options, emit_module, gpu_options, lower
 from ..errors import CompileError, UnsupportedError
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class IreeBackend(BaseBackend):
         if options.debug:   # checked mode (`checks`): the runtime reads the failures back
             sites = checks.instrument(kernel)
             metadata["checks"] = {"sites": [vars(s) for s in sites], "written": [p.name for p in stored]}
-        emit_options = cpu_options() if self.iree_target.is_cpu else EmitOptions()
+        emit_options = cpu_options() if self.iree_target.is_cpu else gpu_options(options.num_warps)
         try:
             module = lower(kernel, emit_options)
             # The variant for pointer arguments that share memory; the launcher picks it.

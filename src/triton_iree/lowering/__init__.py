@@ -44,8 +44,10 @@ from .options import EmitOptions
 from .scan import ScanEmitter
 from .shape import ShapeEmitter
 from .targets.cpu import CpuTiling, cpu_options
+from .targets.gpu import GpuTiling, gpu_options
 
-__all__ = ["CpuTiling", "EmitOptions", "Emitter", "cpu_options", "emit_module", "lower", "verify"]
+__all__ = ["CpuTiling", "EmitOptions", "Emitter", "GpuTiling", "cpu_options", "emit_module", "gpu_options",
+           "lower", "verify"]
 
 
 class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlEmitter, ShapeEmitter,

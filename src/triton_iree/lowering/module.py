@@ -105,7 +105,11 @@ class ModuleEmitter(EmitterBase):
         ops = self.linalg_ops
         attrs = [""] * len(ops)
         candidates = [i for i, o in enumerate(ops) if o.loops]
-        if tiling is not None and any(o.kind == "matmul" for o in ops):
+        gpu = self.options.gpu_tiling
+        if gpu is not None and candidates:
+            root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].heat(), -i))
+            attrs[root] = f"compilation_info = {gpu.compilation_info(ops[root].loops, ops[root].iterators)}"
+        elif tiling is not None and any(o.kind == "matmul" for o in ops):
             root = max(candidates, key=lambda i: (ops[i].heat(), -i))
             for i in candidates:
                 o = ops[i]
@@ -196,7 +200,7 @@ class ModuleEmitter(EmitterBase):
         plan = self.facts.plan
         self.slab_able = {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
-        if not plan and not slabs:
+        if not plan and not slabs or not self.options.full_tiles:
             self._block(self.k.body)
             return
         for op in self.k.body.ops:

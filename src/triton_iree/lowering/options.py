@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from .targets.cpu import CpuTiling
+    from .targets.gpu import GpuTiling
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,12 @@ class EmitOptions:
     may_alias: pointer arguments may share memory (see `memory_order`).
     no_libm: (math op, element type) pairs that the target's code would compute by calling
     libm, which its executables cannot link: refused with UnsupportedError.
+    gpu_tiling: the GPU configuration of each dispatch's root op (None: not a GPU).
+    full_tiles: give each program a static full-tile version beside the masked one.
     """
     max_workgroups: Optional[int] = None
     cpu_tiling: Optional[CpuTiling] = None
     may_alias: bool = False
     no_libm: frozenset = frozenset()
+    gpu_tiling: Optional[GpuTiling] = None
+    full_tiles: bool = True

@@ -1,0 +1,76 @@
+"""Compiles the GPU cases (cases.py) ahead of time, on a machine without a GPU: for each case, the
+native-mode module (Triton's own PTX inside an IREE module) and the IREE-codegen module, for
+CUDA. Writes OUT/manifest.json and the .vmfb files; run.py runs them where the GPU is.
+
+    python benchmarks/gpu/pack.py OUT [--arch sm_80] [--only NAME ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("TRITON_IREE_UNVALIDATED_TARGETS", "1")   # codegen for cuda is not validated yet
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from cases import CASES, specialization  # noqa: E402
+from triton_iree import native  # noqa: E402
+from triton_iree.compile import compile_module, make_target  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--arch", default="sm_80", help="IREE's CUDA target for codegen (PTX runs on newer GPUs)")
+    p.add_argument("--native-arch", type=int, default=90, help="Triton's CUDA compute capability in native mode")
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--no-codegen", action="store_true")
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    target = make_target("cuda", arch=args.arch)
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text()) if path.exists() else {}
+    for case in CASES:
+        if args.only and case.name not in args.only:
+            continue
+        a, ce = case.make("cpu")
+        sig, consts, attrs = specialization(case.fn, a, ce)
+        entry = manifest[case.name] = {"kernel": case.fn.__name__, "signature": sig}
+        t0 = time.perf_counter()
+        try:
+            k = native.compile_triton(case.fn, sig, consts, arch=args.native_arch, num_warps=case.num_warps,
+                                      num_stages=case.num_stages, attrs=attrs)
+            vmfb = compile_module(native.module(k), target, name=f"{case.name}_native", use_cache=False)
+            (out / f"{case.name}.native.vmfb").write_bytes(vmfb)
+            entry["native"] = f"{case.name}.native.vmfb"
+            entry["shared"] = k.shared
+        except Exception as e:   # recorded: run.py reports it
+            entry["native_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:400]}"
+        t1 = time.perf_counter()
+        if not args.no_codegen:
+            try:
+                src = ASTSource(fn=case.fn, signature=sig, constexprs=consts, attrs=attrs)
+                ck = triton.compile(src, target=GPUTarget("iree", f"cuda:{args.arch}", 32),
+                                    options={"num_warps": case.num_warps})
+                (out / f"{case.name}.codegen.vmfb").write_bytes(ck.asm["vmfb"])
+                entry["codegen"] = f"{case.name}.codegen.vmfb"
+            except Exception as e:
+                msg = [ln for ln in str(e).splitlines() if "error:" in ln] or str(e).splitlines()[:1]
+                entry["codegen_error"] = f"{type(e).__name__}: {msg[0][:400]}"
+        t2 = time.perf_counter()
+        entry["compile_s"] = {"native": round(t1 - t0, 2), "codegen": round(t2 - t1, 2)}
+        print(f"{case.name}: native {'ok' if 'native' in entry else entry.get('native_error')}; "
+              f"codegen {'ok' if 'codegen' in entry else entry.get('codegen_error', 'skipped')}", flush=True)
+    path.write_text(json.dumps(manifest, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""Runs the modules pack.py compiled on a machine with an NVIDIA GPU, through IREE's CUDA runtime
+(no IREE compiler needed), and checks and times them against native Triton on the same tensors
+in the same process.
+
+    python benchmarks/gpu/run.py PACK [--json OUT.json]
+
+For every case: the reference (torch), Triton's own launch, then each IREE module (native mode,
+codegen). Outputs must match the reference; guard elements around outputs must stay untouched.
+Benchmark cases are timed twice, for Triton and IREE alike: the device time of the kernels a
+launch runs (the CUDA profiler's record, median of 20 launches) and the wall time of a launch
+followed by a device synchronization (median of 7 x 5).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+
+from cases import CASES, specialization  # noqa: E402
+from triton_iree import runtime  # noqa: E402
+
+
+def guards_intact(t: torch.Tensor) -> bool:
+    base = t._base
+    if base is None or base.dim() != 1:
+        return True
+    lead = t.storage_offset() - base.storage_offset()
+    rest = torch.cat([base[:lead], base[lead + t.numel():]])
+    return bool(torch.isnan(rest).all()) if rest.dtype.is_floating_point else bool((rest == -7).all())
+
+
+def compare(got, want, case) -> str | None:
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            return f"output {i}: shape {tuple(g.shape)} != {tuple(w.shape)}"
+        if g.dtype.is_floating_point:
+            if not torch.allclose(g.float(), w.float(), atol=case.atol, rtol=case.rtol, equal_nan=False):
+                err = (g.float() - w.float()).abs().nan_to_num(float("inf")).max().item()
+                return f"output {i}: max abs error {err:.3g}"
+        elif not torch.equal(g, w):
+            return f"output {i}: {(g != w).sum().item()} elements differ"
+        if not guards_intact(g):
+            return f"output {i}: elements outside the output were written"
+    return None
+
+
+def fresh(case):
+    torch.manual_seed(0)
+    a, ce = case.make("cuda")
+    return a, ce
+
+
+class IreeModule:
+    def __init__(self, vmfb: bytes, name: str, sig: dict):
+        self.name, self.sig = name, sig
+        self.kernel = runtime.LoadedKernel(vmfb, name, "cuda")
+        self.dev = self.kernel.dev
+        names = list(sig)
+        self.plans = runtime.plan_arguments(names, sig, name)
+        self.keep = [i for i, n in enumerate(names) if sig[n] != "constexpr"]
+
+    def values(self, args):
+        return [args[i] for i in self.keep]
+
+    def launch(self, args, grid):
+        self.kernel.launch(self.plans, self.values(args), grid)
+
+
+def wall_ms(fn, trials=7, inner=5) -> float:
+    """Median wall-clock milliseconds of fn() followed by a device synchronization."""
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+            torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) / inner * 1e3)
+    return statistics.median(out)
+
+
+def kernel_ms(fn, n=20) -> tuple[float, list]:
+    """Device milliseconds per call of fn(), from the CUDA kernels the profiler saw run during
+    n calls (whoever launched them: Triton, or IREE's runtime): the median of each kernel that
+    ran n times, summed; with the kernels' names."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    times: dict[str, list] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            times.setdefault(e.name, []).append(e.time_range.elapsed_us())
+    per = {name: statistics.median(ts) for name, ts in times.items() if len(ts) >= n}
+    return sum(per.values()) / 1e3, sorted(f"{name} x{len(times[name])}" for name in times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("pack")
+    p.add_argument("--json")
+    args = p.parse_args()
+    pack = Path(args.pack)
+    manifest = json.loads((pack / "manifest.json").read_text())
+    print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}")
+    results = {}
+    for case in CASES:
+        entry = manifest.get(case.name)
+        if entry is None:
+            continue
+        res = results[case.name] = {}
+        a, ce = fresh(case)
+        sig, _, _ = specialization(case.fn, a, ce)
+        grid = case.grid(a)
+        want = case.ref(a)
+        case.fn[grid](*a, **ce, num_warps=case.num_warps, num_stages=case.num_stages)
+        torch.cuda.synchronize()
+        res["triton"] = compare([a[i] for i in case.outputs], want, case) or "ok"
+        triton_out = [a[i].clone() for i in case.outputs]
+        modules = {}
+        for mode in ("native", "codegen"):
+            if mode not in entry:
+                res[mode] = entry.get(f"{mode}_error", "not compiled")
+                continue
+            try:
+                m = modules[mode] = IreeModule((pack / entry[mode]).read_bytes(), entry["kernel"], sig)
+                b, _ = fresh(case)
+                m.launch(b, grid)
+                torch.cuda.synchronize()
+                got = [b[i] for i in case.outputs]
+                err = compare(got, want, case)
+                if err is None and mode == "native" and not all(
+                        torch.equal(g, t) or (g.isnan() == t.isnan()).all() and torch.equal(
+                            g.nan_to_num(), t.nan_to_num()) for g, t in zip(got, triton_out)):
+                    err = "differs from Triton's own result"
+                res[mode] = err or "ok"
+            except Exception as e:
+                res[mode] = f"{type(e).__name__}: {str(e)[:300]}"
+        if case.bench:
+            b, ce = fresh(case)
+
+            def triton_launch(b=b, ce=ce):
+                case.fn[grid](*b, **ce, num_warps=case.num_warps, num_stages=case.num_stages)
+            res["ms"], res["kernels"] = {"triton_call": wall_ms(triton_launch)}, {}
+            res["ms"]["triton"], res["kernels"]["triton"] = kernel_ms(triton_launch)
+            for mode, m in modules.items():
+                if res.get(mode) != "ok":
+                    continue
+                res["ms"][f"{mode}_call"] = wall_ms(lambda m=m, b=b: m.launch(b, grid))
+                res["ms"][mode], res["kernels"][mode] = kernel_ms(lambda m=m, b=b: m.launch(b, grid))
+            work = case.flops or case.nbytes
+            res["rate"] = {k: round(work / (v * 1e-3) / (1e12 if case.flops else 1e9), 1)
+                           for k, v in res["ms"].items()}
+            res["rate_unit"] = "TFLOP/s" if case.flops else "GB/s"
+        print(f"{case.name}: " + json.dumps(res), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    bad = [n for n, r in results.items() if any(r.get(m) not in ("ok", None) and m in manifest[n]
+                                                 for m in ("native",))]
+    print("native mode:", "all cases correct" if not bad else f"FAILED: {bad}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""GPUs (cuda, hip, vulkan): the emitter options and per-op configurations for IREE's GPU codegen.
+
+One Triton program is one IREE workgroup of 32 x num_warps threads. IREE's GPU pipelines tile
+a dispatch again and map their tiles onto workgroup ids unless the root op says otherwise; the
+program id is the workgroup id, so that would compute wrong answers. So the root op of every
+dispatch carries a `compilation_info` whose workgroup tile sizes are all 0 (the whole tile is one
+workgroup's) and whose thread tile sizes spread the tile over the workgroup's threads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..options import EmitOptions
+
+
+@dataclass(frozen=True)
+class GpuTiling:
+    """Per-dispatch GPU configuration: `num_warps` warps of `subgroup_size` threads."""
+    num_warps: int = 4
+    subgroup_size: int = 32
+
+    @property
+    def threads(self) -> int:
+        return self.num_warps * self.subgroup_size
+
+    def thread_tiles(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> list[int]:
+        """Per-thread tile of each parallel loop: the innermost parallel loops are split over
+        the threads, each thread taking up to 4 consecutive elements (vector accesses)."""
+        tiles = [0 if it == "reduction" else 1 for it in iterators]
+        threads = self.threads
+        for d in reversed(range(len(loops))):
+            if iterators[d] == "reduction":
+                continue
+            per = 1
+            while per < 4 and loops[d] % (per * 2) == 0 and loops[d] // (per * 2) >= 1 and \
+                    loops[d] // per > threads:
+                per *= 2
+            tiles[d] = per
+            threads = max(1, threads // max(1, loops[d] // per))
+        return tiles
+
+    def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
+        zeros = ", ".join("0" for _ in loops)
+        thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
+        fields = [f"workgroup = [{zeros}]", f"thread = [{thread}]"]
+        if "reduction" in iterators:
+            fields.append("reduction = [" + ", ".join("1" if it == "reduction" else "0" for it in iterators) + "]")
+        return (f"#iree_codegen.compilation_info<lowering_config = #iree_gpu.lowering_config<{{{', '.join(fields)}}}>, "
+                f"translation_info = #iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
+                f"workgroup_size = [{self.threads}, 1, 1] subgroup_size = {self.subgroup_size}>>")
+
+
+def gpu_options(num_warps: int = 4) -> EmitOptions:
+    """One program per workgroup, masked tiles only (a separate full-tile version of each program
+    pays off on CPUs, where masked vector accesses are slow; GPU threads mask for free)."""
+    return EmitOptions(max_workgroups=None, gpu_tiling=GpuTiling(num_warps=num_warps), full_tiles=False)

@@ -1,0 +1,273 @@
+"""Native mode: Triton's own CUDA kernel inside an IREE module.
+
+Triton compiles the kernel for NVIDIA GPUs itself (its wheel carries everything needed, and no
+GPU is needed to compile). This module wraps the PTX it produces in an IREE input module with
+the same ABI as every other triton-iree module, so IREE's runtime launches Triton's code:
+
+- a `hal.executable.source` whose one export is Triton's kernel, with the PTX as its object,
+  its block size (32 x num_warps threads) and its dynamic shared memory;
+- a host function that takes the buffers, the scalars, the grid and one element offset per
+  buffer (see `lowering`), and dispatches the export over the grid.
+
+IREE's CUDA runtime passes a kernel its bindings first (device pointers), then each 32-bit
+constant, while Triton's kernel takes its arguments in declaration order, then scratch
+pointers. `rewrite_abi` reorders the PTX entry's parameter list to IREE's order and rewrites
+the few `ld.param` instructions that read them: 64-bit scalars arrive as two 32-bit halves,
+each pointer is advanced by its buffer's byte offset, and scratch pointers that the kernel
+does not use (a scratch size of 0) become null.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import UnsupportedError
+
+# Triton scalar types: (MLIR type of the host function's argument, bytes).
+SCALAR_TYPES = {
+    "i1": ("i1", 1), "u1": ("i1", 1), "i8": ("i8", 1), "u8": ("i8", 1), "i16": ("i16", 2), "u16": ("i16", 2),
+    "i32": ("i32", 4), "u32": ("i32", 4), "i64": ("i64", 8), "u64": ("i64", 8),
+    "fp16": ("f16", 2), "bf16": ("bf16", 2), "fp32": ("f32", 4), "fp64": ("f64", 8),
+}
+_POINTER_TYPES = {
+    "fp32": ("f32", 4), "fp16": ("f16", 2), "bf16": ("bf16", 2), "fp64": ("f64", 8),
+    "i1": ("i8", 1), "u1": ("i8", 1), "i8": ("i8", 1), "u8": ("i8", 1), "i16": ("i16", 2), "u16": ("i16", 2),
+    "i32": ("i32", 4), "u32": ("i32", 4), "i64": ("i64", 8), "u64": ("i64", 8),
+    "fp8e4nv": ("f8E4M3FN", 1), "fp8e5": ("f8E5M2", 1),
+}
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One non-constexpr kernel argument: a buffer of `dtype` elements, or a scalar."""
+    name: str
+    triton_type: str          # '*fp32', 'i32', ...
+    dtype: str                # MLIR element type (buffers) or scalar type
+    nbytes: int               # element size (buffers) or scalar size
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.triton_type.startswith("*")
+
+
+def kernel_args(signature: dict, kernel: str) -> list[Arg]:
+    """The non-constexpr arguments of Triton's `signature` ({name: '*fp32' | 'i32' | 'constexpr'})."""
+    args = []
+    for name, ty in signature.items():
+        if ty == "constexpr":
+            continue
+        table, key = (_POINTER_TYPES, ty[1:].lstrip("k")) if ty.startswith("*") else (SCALAR_TYPES, ty)
+        if key not in table:
+            raise UnsupportedError(f"native mode: argument '{name}' of type {ty} is not supported", kernel=kernel)
+        args.append(Arg(name, ty, *table[key]))
+    return args
+
+
+@dataclass(frozen=True)
+class NativeKernel:
+    """Triton's compiled kernel: the PTX and what launching it needs."""
+    name: str
+    ptx: str
+    args: tuple[Arg, ...]
+    num_warps: int
+    shared: int               # dynamic shared memory, bytes
+    scratch: tuple[int, ...]  # sizes of the scratch buffers Triton appends (global, profile)
+
+
+def from_compiled(compiled, signature: dict) -> NativeKernel:
+    """The NativeKernel of a `triton.compile` result for a CUDA target."""
+    md = compiled.metadata
+    scratch = tuple(getattr(md, f, 0) or 0 for f in ("global_scratch_size", "profile_scratch_size")
+                    if hasattr(md, f))
+    if getattr(md, "num_ctas", 1) != 1:
+        raise UnsupportedError("native mode: thread block clusters (num_ctas > 1) are not supported", kernel=md.name)
+    return NativeKernel(md.name, compiled.asm["ptx"], tuple(kernel_args(signature, md.name)), md.num_warps,
+                        md.shared, scratch)
+
+
+_ENTRY = re.compile(r"(\.visible\s+\.entry\s+)(\w+)(\s*\()(.*?)(\)\s*)", re.S)
+
+
+def _params(block: str) -> list[tuple[str, str, bool]]:
+    """(PTX type, name, is pointer) of each parameter of an entry's parameter list."""
+    out = []
+    for item in filter(None, (s.strip() for s in block.split(","))):
+        tokens = item.split()
+        if tokens[0] != ".param" or "[" in item:
+            raise UnsupportedError(f"native mode: unexpected kernel parameter '{item}' in Triton's PTX")
+        out.append((tokens[1], tokens[-1], ".ptr" in tokens))
+    return out
+
+
+def rewrite_abi(k: NativeKernel) -> str:
+    """Triton's PTX with its entry in IREE's calling convention (see the module docstring):
+    bindings (each buffer, in order), then 32-bit constants: each scalar (64-bit ones as low,
+    high), then each buffer's byte offset."""
+    m = _ENTRY.search(k.ptx)
+    if m is None or m.group(2) != k.name:
+        raise UnsupportedError(f"native mode: no entry '{k.name}' in Triton's PTX", kernel=k.name)
+    params = _params(m.group(4))
+    if len(params) != len(k.args) + len(k.scratch):
+        raise UnsupportedError(f"native mode: Triton's PTX entry has {len(params)} parameters; expected "
+                               f"{len(k.args)} arguments and {len(k.scratch)} scratch pointers", kernel=k.name)
+    body = k.ptx[m.end():]
+    pointers, scalars, offsets = [], [], []
+    fresh = iter(range(1 << 30))
+
+    def sub_loads(name: str, repl) -> None:
+        nonlocal body
+        pattern = re.compile(rf"ld\.param\.(\w+)\s+(%\w+),\s*\[{name}\];")
+        if len(pattern.findall(body)) != len(re.findall(rf"\b{name}\b", body)):
+            raise UnsupportedError(f"native mode: Triton's PTX uses parameter {name} other than by ld.param",
+                                   kernel=k.name)
+        body = pattern.sub(lambda mm: repl(mm.group(1), mm.group(2)), body)
+
+    for arg, (ptype, pname, _) in zip(k.args, params):
+        if arg.is_buffer:
+            off = f"{pname}_offset"
+            pointers.append(f".param .u64 .ptr .global .align 1 {pname}")
+            offsets.append(f".param .u32 {off}")
+
+            def advance(ty, reg, off=off, pname=pname):
+                i = next(fresh)
+                return (f"ld.param.{ty} {reg}, [{pname}];\n\t{{ .reg .b32 %tio_o{i}; .reg .b64 %tio_d{i}; "
+                        f"ld.param.b32 %tio_o{i}, [{off}]; cvt.u64.u32 %tio_d{i}, %tio_o{i}; "
+                        f"add.s64 {reg}, {reg}, %tio_d{i}; }}")
+            sub_loads(pname, advance)
+        elif arg.nbytes == 8:
+            lo, hi = f"{pname}_lo", f"{pname}_hi"
+            scalars += [f".param .u32 {lo}", f".param .u32 {hi}"]
+
+            def halves(ty, reg, lo=lo, hi=hi):
+                i = next(fresh)
+                return (f"{{ .reg .b32 %tio_l{i}; .reg .b32 %tio_h{i}; ld.param.b32 %tio_l{i}, [{lo}]; "
+                        f"ld.param.b32 %tio_h{i}, [{hi}]; mov.b64 {reg}, {{%tio_l{i}, %tio_h{i}}}; }}")
+            sub_loads(pname, halves)
+        else:
+            scalars.append(f".param {ptype} {pname}")
+    for size, (_, pname, _) in zip(k.scratch, params[len(k.args):]):
+        if size:
+            raise UnsupportedError(f"native mode: the kernel needs {size} bytes of scratch memory per program, "
+                                   f"which is not supported yet", kernel=k.name)
+        sub_loads(pname, lambda ty, reg: f"mov.b64 {reg}, 0;")
+    plist = ",\n\t".join(pointers + scalars + offsets)
+    return f"{k.ptx[:m.start()]}{m.group(1)}{k.name}{m.group(3)}\n\t{plist}\n{m.group(5)}{body}"
+
+
+def constant_words(k: NativeKernel) -> int:
+    return sum(2 if a.nbytes == 8 else 1 for a in k.args if not a.is_buffer) + \
+        sum(1 for a in k.args if a.is_buffer)
+
+
+def module(k: NativeKernel) -> str:
+    """The IREE input module (MLIR text) that launches `k` over the grid (see `_host_function`)."""
+    buffers = [a for a in k.args if a.is_buffer]
+    if not buffers:
+        raise UnsupportedError("native mode: a kernel without pointer arguments has no effect", kernel=k.name)
+    data = rewrite_abi(k).encode()
+    lines = []
+    w = lines.append
+    bindings = ", ".join("#hal.pipeline.binding<storage_buffer>" for _ in buffers)
+    w('#cuda = #hal.executable.target<"cuda", "cuda-nvptx-fb">')
+    w("module {")
+    # Generic form: IREE 3.13 cannot parse `objects` in this op's custom form.
+    w(f'  "hal.executable.source"() <{{sym_name = "{k.name}_native", sym_visibility = "private", '
+      f'objects = #hal.executable.objects<{{#cuda = [#hal.executable.object<{{data = '
+      f'dense<"0x{data.hex().upper()}"> : vector<{len(data)}xi8>}}>]}}>}}> ({{')
+    w(f'    "hal.executable.export"() <{{sym_name = "{k.name}", sym_visibility = "public", ordinal = 0 : index, '
+      f"layout = #hal.pipeline.layout<constants = {constant_words(k)}, bindings = [{bindings}]>, "
+      f"workgroup_size = [{32 * k.num_warps} : index, 1 : index, 1 : index], "
+      f"workgroup_local_memory = {k.shared} : index}}> ({{")
+    w("    ^bb0(%device: !hal.device, %x: index, %y: index, %z: index):")
+    w("      hal.return %x, %y, %z : index, index, index")
+    w("    }, {}) : () -> ()")
+    w('    "hal.executable.source_end"() : () -> ()')
+    w("  }) : () -> ()")
+    _host_function(lines, k)
+    w("}")
+    return "\n".join(lines) + "\n"
+
+
+def _host_function(lines: list, k: NativeKernel) -> None:
+    """The host function: the ABI of `lowering` (buffers, scalars, the grid, each buffer's
+    element offset); one dispatch of the kernel over the grid, writing every buffer in place."""
+    buffers = [a for a in k.args if a.is_buffer]
+    scalars = [a for a in k.args if not a.is_buffer]
+    args = [f"%b{i}: tensor<?x{a.dtype}> {{iree.abi.output = {i} : index}}" for i, a in enumerate(buffers)]
+    args += [f"%s{i}: {a.dtype}" for i, a in enumerate(scalars)]
+    args += ["%grid_x: i32", "%grid_y: i32", "%grid_z: i32"]
+    args += [f"%o{i}: i64" for i in range(len(buffers))]
+    result_types = [f"tensor<?x{a.dtype}>" for a in buffers]
+    results = ", ".join(result_types)
+    lines.append(f"  func.func @{k.name}({', '.join(args)}) -> ({results}) {{")
+    host = _Host(lines)
+    host.w("%c0 = arith.constant 0 : index")
+    words = []
+    for i, a in enumerate(scalars):
+        words += host.words(f"%s{i}", a.dtype, f"s{i}")
+    for i, a in enumerate(buffers):
+        host.w(f"%ob{i} = arith.muli %o{i}, {host.const(a.nbytes)} : i64")
+        host.w(f"%ow{i} = arith.trunci %ob{i} : i64 to i32")
+        words.append(f"%ow{i}")
+    for i, a in enumerate(buffers):
+        host.w(f"%d{i} = tensor.dim %b{i}, %c0 : tensor<?x{a.dtype}>")
+    for axis in "xyz":
+        host.w(f"%g{axis} = arith.index_castui %grid_{axis} : i32 to index")
+    types = ["i32"] * len(words) + [f"tensor<?x{a.dtype}>{{%d{i}}}" for i, a in enumerate(buffers)]
+    tied = ", ".join(f"%b{i}{{%d{i}}}" for i in range(len(buffers)))
+    host.w(f"%r:{len(buffers)} = flow.dispatch @{k.name}_native::@{k.name}[%gx, %gy, %gz]"
+           f"({', '.join(words + [f'%b{i}' for i in range(len(buffers))])}) : ({', '.join(types)}) -> ({tied})")
+    host.w(f"return {', '.join(f'%r#{i}' for i in range(len(buffers)))} : {results}")
+    lines.append("  }")
+
+
+class _Host:
+    """Lines of the host function, with each i64 constant defined once."""
+
+    def __init__(self, lines: list):
+        self.lines, self.consts = lines, set()
+
+    def w(self, line: str) -> None:
+        self.lines.append(f"    {line}")
+
+    def const(self, value: int) -> str:
+        if value not in self.consts:
+            self.consts.add(value)
+            self.w(f"%k{value} = arith.constant {value} : i64")
+        return f"%k{value}"
+
+    def words(self, value: str, dtype: str, tag: str) -> list[str]:
+        """Converts a scalar to the i32 words IREE passes; returns their names."""
+        if dtype == "i32":
+            return [value]
+        if dtype == "f32":
+            self.w(f"%{tag}w = arith.bitcast {value} : f32 to i32")
+            return [f"%{tag}w"]
+        if dtype in ("i1", "i8", "i16"):
+            self.w(f"%{tag}w = arith.extui {value} : {dtype} to i32")
+            return [f"%{tag}w"]
+        if dtype in ("f16", "bf16"):
+            self.w(f"%{tag}i = arith.bitcast {value} : {dtype} to i16")
+            self.w(f"%{tag}w = arith.extui %{tag}i : i16 to i32")
+            return [f"%{tag}w"]
+        if dtype == "f64":
+            self.w(f"%{tag}b = arith.bitcast {value} : f64 to i64")
+            value = f"%{tag}b"
+        self.w(f"%{tag}lo = arith.trunci {value} : i64 to i32")
+        self.w(f"%{tag}sh = arith.shrui {value}, {self.const(32)} : i64")
+        self.w(f"%{tag}hi = arith.trunci %{tag}sh : i64 to i32")
+        return [f"%{tag}lo", f"%{tag}hi"]
+
+
+def compile_triton(fn, signature: dict, constexprs: dict, *, arch: int = 90, num_warps: int = 4,
+                   num_stages: int = 3, attrs: Optional[dict] = None) -> NativeKernel:
+    """Triton's CUDA compile of `fn` (no GPU needed), as a NativeKernel."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    full = {name: "constexpr" if name in constexprs else ty for name, ty in signature.items()}
+    src = ASTSource(fn=fn, signature=full, constexprs=constexprs, attrs=attrs or {})
+    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                              options={"num_warps": num_warps, "num_stages": num_stages})
+    return from_compiled(compiled, full)
