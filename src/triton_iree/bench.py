@@ -310,7 +310,14 @@ def machine() -> dict:
             return version(d)
         except Exception:
             return None
-    return {"cpu": cpu, "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((ln for ln in f if ln.startswith("flags")), "")
+    except OSError:
+        pass
+    isa = "avx512" if " avx512f" in flags else "avx2" if " avx2" in flags else platform.machine()
+    return {"cpu": cpu, "isa": isa, "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "triton-iree": v("triton-iree"), "triton": v("triton"), "iree": v("iree-base-compiler"),
             "torch": torch.__version__, "python": platform.python_version(),
             "target_cpu": os.environ.get("TRITON_IREE_CPU", "host")}
@@ -370,9 +377,15 @@ def run(args) -> int:
     # cache of another version.
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-iree-bench-"))
     info = machine()
-    print(f"{info['cpu']}, {info['cpus']} CPUs; torch {info['torch']} ({info['torch_threads']} threads), "
-          f"triton {info['triton']}, iree {info['iree']}; {'quick' if args.quick else 'full'} run")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print(f"{info['cpu']} ({info['isa']}), {info['cpus']} CPUs, load average {load}; torch {info['torch']} "
+          f"({info['torch_threads']} threads), triton {info['triton']}, iree {info['iree']}, target CPU "
+          f"{info['target_cpu']}; {'quick' if args.quick else 'full'} run")
     results = run_suite(args.quick, args.rounds, only, args.cold_runs)
+    # Other processes on the machine slow both sides, unevenly: the load averages say how busy it was.
+    info["load_average_start"] = load
+    info["load_average_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print(f"load average at the end: {info['load_average_end']}")
     if args.markdown:
         print()
         print(markdown_table(results))
