@@ -135,3 +135,47 @@ def test_an_unsupported_construct_is_one_line_naming_the_users_line(tmp_path):
                               "-o", str(out)))
     assert "tl.device_print (tt.print) is not supported" in line and f"{src}:8:" in line
     assert not out.exists()
+
+
+def test_launcher_runs_a_compiled_module_on_torch_tensors():
+    """The runtime half of the AOT workflow: a compiled module, torch tensors, IREE's runtime."""
+    torch = pytest.importorskip("torch")
+    from triton_iree.kernels import add_kernel
+    k = aot.compile_kernel(add_kernel, ADD_SIG + ":16", {"BLOCK_SIZE": 256})
+    launch = aot.Launcher(k.vmfb, k.name, ADD_SIG)
+    n = 1000
+    x, y = torch.rand(n), torch.rand(n)
+    buf = torch.full((n + 8,), -1.0)
+    out = buf[:n]
+    launch(x, y, out, n, grid=((n + 255) // 256,))
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    assert (buf[n:] == -1).all()
+    with pytest.raises(Exception, match="expected 4 arguments"):
+        launch(x, y, out, grid=(4,))
+
+
+def test_divisibility_hints():
+    assert aot.split_hints({"x": "*fp32:16", "n": "i32"}) == ({"x": "*fp32", "n": "i32"}, {"x"})
+    with pytest.raises(InputError, match="only divisibility hint is ':16'"):
+        aot.split_hints({"x": "*fp32:8"})
+
+
+def test_native_mode_compiles_tritons_cuda_kernel():
+    """--native: Triton's own PTX (sm_90 by default) inside the module; the hints reach Triton,
+    which then uses 128-bit accesses."""
+    from triton_iree.kernels import add_kernel
+    hinted = "x_ptr=*fp32:16,y_ptr=*fp32:16,out_ptr=*fp32:16,n_elements=i32:16"
+    k = aot.compile_kernel(add_kernel, hinted, {"BLOCK_SIZE": 1024}, target="cuda", native=True)
+    assert b".entry add_kernel(" in k.vmfb and b".target sm_90a" in k.vmfb
+    assert b"ld.global.v4" in k.vmfb
+    plain = aot.compile_kernel(add_kernel, ADD_SIG, {"BLOCK_SIZE": 1024}, target="cuda", native=True, vmfb=False)
+    assert "flow.dispatch @add_kernel_native::@add_kernel" in plain.module
+
+
+def test_native_mode_bad_input():
+    r = cli("compile", f"{KERNELS}:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=1024",
+            "--native", "-o", "x.vmfb")
+    assert "native mode is for --target cuda" in one_line_error(r)
+    r = cli("compile", f"{KERNELS}:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=1024",
+            "--target", "cuda", "--native", "--arch", "gfx942", "-o", "x.vmfb")
+    assert "must name a compute capability" in one_line_error(r)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 from cases import CASES, specialization  # noqa: E402
-from triton_iree import runtime  # noqa: E402
+from triton_iree import aot  # noqa: E402
 
 
 def guards_intact(t: torch.Tensor) -> bool:
@@ -58,19 +58,25 @@ def fresh(case):
 
 
 class IreeModule:
-    def __init__(self, vmfb: bytes, name: str, sig: dict):
-        self.name, self.sig = name, sig
-        self.kernel = runtime.LoadedKernel(vmfb, name, "cuda")
-        self.dev = self.kernel.dev
-        names = list(sig)
-        self.plans = runtime.plan_arguments(names, sig, name)
-        self.keep = [i for i, n in enumerate(names) if sig[n] != "constexpr"]
+    """A compiled module, launched the way users launch one: `triton_iree.aot.Launcher`."""
 
-    def values(self, args):
-        return [args[i] for i in self.keep]
+    def __init__(self, vmfb: bytes, name: str, sig: dict):
+        names = list(sig)
+        self.keep = [i for i, n in enumerate(names) if sig[n] != "constexpr"]
+        self.launcher = aot.Launcher(vmfb, name, {n: t for n, t in sig.items() if t != "constexpr"}, "cuda")
 
     def launch(self, args, grid):
-        self.kernel.launch(self.plans, self.values(args), grid)
+        self.launcher(*[args[i] for i in self.keep], grid=grid)
+
+
+def ordered_with_torch(m, case, grid) -> str:
+    """A launch must see what torch queued before it and finish before torch reads its result:
+    torch's stream is kept busy, then it changes an input, then the launch, then torch reads."""
+    b, _ = fresh(case)
+    torch.cuda._sleep(200_000_000)   # a few tens of ms of GPU time on torch's stream
+    b[0].add_(1.0)
+    m.launch(b, grid)
+    return compare([b[i].clone() for i in case.outputs], case.ref(b), case) or "ok"
 
 
 def wall_ms(fn, trials=7, inner=5) -> float:
@@ -144,6 +150,8 @@ def main() -> None:
                             g.nan_to_num(), t.nan_to_num()) for g, t in zip(got, triton_out)):
                     err = "differs from Triton's own result"
                 res[mode] = err or "ok"
+                if case.name.startswith("vector_add") and not case.bench:
+                    res[f"{mode}_stream_order"] = ordered_with_torch(m, case, grid)
             except Exception as e:
                 res[mode] = f"{type(e).__name__}: {str(e)[:300]}"
         if case.bench:

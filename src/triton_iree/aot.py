@@ -7,6 +7,15 @@ launch runs) lower and compile it. The result's public function, named after the
 grid as three i32 (gx, gy, gz), then one i64 per pointer argument: the element offset at which
 that pointer starts inside its buffer (0 for a whole array). It returns the buffers the kernel
 writes, tied to their arguments.
+
+Native mode (`native=True`, CUDA only) compiles the kernel with Triton's own CUDA backend and
+wraps its PTX in a module with the same ABI (see `triton_iree.native`). A type may carry
+Triton's divisibility hint, as in Triton's own AOT tool: `*fp32:16` (the pointer is 16-byte
+aligned), `i32:16` (the value is a multiple of 16); the kernel may then use wider memory accesses,
+and callers must keep the promise.
+
+`Launcher` runs a compiled module on torch tensors with IREE's runtime alone (no compiler, no
+Triton): the other half of the ahead-of-time workflow.
 """
 from __future__ import annotations
 
@@ -20,7 +29,7 @@ from typing import Any, Optional
 
 from .errors import InputError
 
-__all__ = ["AotKernel", "compile_kernel", "load_kernel", "parse_constexpr", "parse_signature"]
+__all__ = ["AotKernel", "Launcher", "compile_kernel", "load_kernel", "parse_constexpr", "parse_signature"]
 
 # Triton's names of the element types a pointer argument or a scalar can have.
 POINTER_TYPES = ("fp32", "fp16", "bf16", "fp64", "fp8e4nv", "fp8e5",
@@ -61,6 +70,19 @@ def parse_constexpr(text: str) -> tuple[str, Any]:
         except ValueError:
             pass
     raise InputError(f"constexpr {name}={value!r} is not an int, a float, True or False")
+
+
+def split_hints(signature: dict[str, str]) -> tuple[dict[str, str], set[str]]:
+    """({name: type} without divisibility hints, the names hinted ':16')."""
+    plain, hinted = {}, set()
+    for name, ty in signature.items():
+        ty, colon, hint = ty.partition(":")
+        if colon:
+            if hint.strip() != "16":
+                raise InputError(f"argument '{name}': the only divisibility hint is ':16', got ':{hint}'")
+            hinted.add(name)
+        plain[name] = ty.strip()
+    return plain, hinted
 
 
 def _check_type(name: str, ty: str) -> None:
@@ -135,12 +157,15 @@ def load_kernel(spec: str):
 
 
 def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dict[str, Any]] = None,
-                   target: str = "llvm-cpu", arch: Optional[str] = None, vmfb: bool = True) -> AotKernel:
+                   target: str = "llvm-cpu", arch: Optional[str] = None, vmfb: bool = True,
+                   native: bool = False, num_warps: int = 4, num_stages: int = 3) -> AotKernel:
     """Compiles the @triton.jit function `fn` for `target` without launching it.
 
     `signature` gives each non-constexpr parameter's Triton type, as a dict or as text
-    ('x_ptr=*fp32,n=i32'); `constexprs` each tl.constexpr parameter's value (parameters with a
-    default may be left out). With `vmfb=False` only the IREE input module is made.
+    ('x_ptr=*fp32:16,n=i32'); `constexprs` each tl.constexpr parameter's value (parameters with a
+    default may be left out). With `vmfb=False` only the IREE input module is made. `native`
+    (cuda): Triton's own kernel for compute capability `arch` ('sm_90', the default), launched
+    with `num_warps` warps; the IREE module runs on any NVIDIA GPU that runs that PTX.
     """
     from triton._C.libtriton import ir
     from triton.backends.compiler import GPUTarget
@@ -152,13 +177,17 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     fn = _jit_function(fn, repr(fn))
     if isinstance(signature, str):
         signature = parse_signature(signature)
+    signature, hinted = split_hints(signature)
     full, values = full_signature(fn, signature, dict(constexprs or {}))
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(full) if name in hinted}
+    if native:
+        return _compile_native(fn, full, values, attrs, target, arch, vmfb, num_warps, num_stages)
     name = make_target(target, arch=arch).name   # refuses unknown and unvalidated targets
     gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if name == "llvm-cpu" else \
         GPUTarget("iree", f"{name}:{arch}" if arch else name, 32)
     backend = IreeBackend(gpu_target)
     options = backend.parse_options({})
-    src = ASTSource(fn, full, constexprs=values)
+    src = ASTSource(fn, full, constexprs=values, attrs=attrs)
     stages: dict = {}
     backend.add_stages(stages, options)
     context = ir.context()
@@ -170,3 +199,54 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     metadata = {"hash": hashlib.sha256(f"{src.hash()}-{backend.hash()}-{options.hash()}".encode()).hexdigest()}
     module = stages["iree"](stages["ttir"](mod, metadata), metadata)
     return AotKernel(metadata["name"], module, stages["vmfb"](module, metadata) if vmfb else None)
+
+
+def _compile_native(fn, full, values, attrs, target, arch, vmfb, num_warps, num_stages) -> AotKernel:
+    from . import native
+    from .compile import compile_module, make_target
+    if target != "cuda":
+        raise InputError(f"native mode is for --target cuda (Triton's own CUDA kernel), not {target}")
+    arch = arch or "sm_90"
+    if not arch.startswith("sm_") or not arch[3:].rstrip("a").isdigit():
+        raise InputError(f"native mode: --arch must name a compute capability, e.g. sm_90, not {arch!r}")
+    k = native.compile_triton(fn, full, values, arch=int(arch[3:].rstrip("a")), num_warps=num_warps,
+                              num_stages=num_stages, attrs=attrs)
+    module = native.module(k)
+    out = compile_module(module, make_target("cuda", native=True), name=k.name, use_cache=False) if vmfb else None
+    return AotKernel(k.name, module, out)
+
+
+# The IREE runtime driver of each target.
+DRIVERS = {"llvm-cpu": "local-task", "cuda": "cuda", "hip": "hip", "vulkan": "vulkan"}
+
+
+class Launcher:
+    """A compiled module, ready to run on torch tensors: `launcher(*args, grid=(gx, gy, gz))`.
+
+    `signature`: the non-constexpr parameters' types as given to `compile_kernel` (hints are
+    ignored here); `args` are those parameters' values in order: torch tensors for pointers
+    (CUDA tensors for cuda), Python numbers for scalars. Kernels write into the tensors in place.
+    Needs iree-base-runtime and torch only.
+    """
+
+    def __init__(self, vmfb: bytes | str | Path, kernel: str, signature: str | dict[str, str],
+                 target: str = "llvm-cpu"):
+        from . import runtime
+        if target not in DRIVERS:
+            raise InputError(f"unknown target '{target}' (expected {', '.join(DRIVERS)})")
+        if not isinstance(vmfb, bytes):
+            vmfb = Path(vmfb).read_bytes()
+        if isinstance(signature, str):
+            signature = parse_signature(signature)
+        signature, _ = split_hints(signature)
+        self._runtime = runtime
+        self.kernel = runtime.LoadedKernel(vmfb, kernel, DRIVERS[target])
+        self.plans = runtime.plan_arguments(list(signature), signature, kernel)
+
+    def __call__(self, *args, grid) -> None:
+        from .errors import LaunchError
+        if len(args) != len(self.plans):
+            raise LaunchError(f"expected {len(self.plans)} arguments ({', '.join(p.name for p in self.plans)}), "
+                              f"got {len(args)}", kernel=self.kernel.name)
+        grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
+        self.kernel.launch(self.plans, args, grid)

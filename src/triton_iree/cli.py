@@ -49,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
                                           "e.g. 'x_ptr=*fp32,y_ptr=*fp32,n=i32'")
     comp.add_argument("--constexpr", action="append", default=[], metavar="NAME=VALUE",
                       help="FILE.py:KERNEL only: a tl.constexpr parameter's value (repeatable)")
+    comp.add_argument("--native", action="store_true",
+                      help="FILE.py:KERNEL with --target cuda: embed Triton's own CUDA kernel (for --arch, "
+                           "default sm_90) instead of IREE's code generation")
+    comp.add_argument("--num-warps", type=int, default=4, help="FILE.py:KERNEL only: warps per program")
+    comp.add_argument("--num-stages", type=int, default=3, help="FILE.py:KERNEL with --native: pipeline stages")
     comp.add_argument("--emit-mlir", action="store_true",
                       help="write the IREE input module to -o instead of compiling it")
     comp.add_argument("--print-command", action="store_true",
@@ -133,7 +138,7 @@ def _kept_module_path(output: str) -> str:
 
 def _cmd_compile(args) -> None:
     from . import compile as iree_compile
-    target = iree_compile.make_target(args.target, arch=args.arch)
+    target = iree_compile.make_target(args.target, arch=None if args.native else args.arch, native=args.native)
     if args.print_command:
         _stdout_taken(args, "--print-command")
     if args.input.endswith(".py") or ".py:" in args.input:   # FILE.py:KERNEL
@@ -145,14 +150,15 @@ def _cmd_compile(args) -> None:
         constexprs = dict(aot.parse_constexpr(c) for c in args.constexpr)
         try:
             kernel = aot.compile_kernel(aot.load_kernel(args.input), args.signature, constexprs,
-                                        target=target.name, arch=args.arch, vmfb=not args.emit_mlir)
+                                        target=target.name, arch=args.arch, vmfb=not args.emit_mlir,
+                                        native=args.native, num_warps=args.num_warps, num_stages=args.num_stages)
         except CompilationError as e:   # Triton's frontend rejects the kernel: the user's code
             raise SystemExit(f"triton-iree: error: {args.input}: {_triton_error(e)}") from None
         name, module, vmfb = kernel.name, kernel.module, kernel.vmfb
     else:
         from .ttshared import prepare
-        if args.signature is not None or args.constexpr:
-            raise SystemExit("triton-iree: error: --signature and --constexpr are for FILE.py:KERNEL inputs")
+        if args.signature is not None or args.constexpr or args.native:
+            raise SystemExit("triton-iree: error: --signature, --constexpr and --native are for FILE.py:KERNEL inputs")
         name, module, vmfb = "prepared", prepare(_read(args.input), _source_name(args.input)), None
     if args.emit_mlir:
         _write(args.output, module)

@@ -45,7 +45,10 @@ class Target:
 UNVALIDATED_TARGETS_VAR = "TRITON_IREE_UNVALIDATED_TARGETS"
 
 
-def make_target(name: str = "llvm-cpu", *, cpu: Optional[str] = None, arch: Optional[str] = None) -> Target:
+def make_target(name: str = "llvm-cpu", *, cpu: Optional[str] = None, arch: Optional[str] = None,
+                native: bool = False) -> Target:
+    """The target `name`. GPU codegen is refused until validated; `native`: the module runs Triton's
+    own CUDA kernel (see `native`), validated on an NVIDIA H200, so cuda is not refused."""
     if name in ("llvm-cpu", "cpu"):
         if cpu is None:   # TRITON_IREE_CPU, default "host" (see lowering.targets.cpu.CPU_VAR)
             from .lowering.targets.cpu import target_cpu
@@ -69,7 +72,7 @@ def make_target(name: str = "llvm-cpu", *, cpu: Optional[str] = None, arch: Opti
         target = Target("vulkan", "vulkan-spirv", "vulkan", (f"--iree-vulkan-target={arch or 'ampere'}",))
     else:
         raise ValueError(f"unknown target '{name}' (expected llvm-cpu, cuda, hip or vulkan)")
-    if os.environ.get(UNVALIDATED_TARGETS_VAR) != "1":
+    if not (native and target.name == "cuda") and os.environ.get(UNVALIDATED_TARGETS_VAR) != "1":
         raise UnsupportedError(f"target '{target.name}' is not validated yet: its lowering may compute wrong "
                                f"answers (set {UNVALIDATED_TARGETS_VAR}=1 to use it anyway, for work on "
                                f"the GPU lowering)")
