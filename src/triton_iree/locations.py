@@ -64,21 +64,23 @@ def library_call(location: ir.Location) -> Optional[str]:
 
 
 @functools.cache
-def _unsupported_library_functions() -> list[tuple[str, str, int, int]]:
-    """(name, file, first line, end line) of Triton library functions that iree-compile does
-    not finish on yet: tl.sort and tl.topk expand to a bitonic network that it compiles for
-    hours."""
-    return _spans(("sort", "topk"))
+def _sort_spans() -> tuple[list, list]:
+    """The spans of Triton's sort_impl (which tl.sort and tl.topk call) and of sort and topk."""
+    return _spans(("sort_impl",)), _spans(("sort", "topk"))
 
 
-def unsupported_library_call(location: ir.Location) -> Optional[tuple[str, str]]:
-    """('tl.sort', its caller's 'file:line:col') when `location` lies inside a call of a Triton
-    library function that triton-iree cannot lower yet, else None."""
+def sort_call(location: ir.Location) -> Optional[tuple[str, str, tuple]]:
+    """('tl.sort' or 'tl.topk', the user's 'file:line:col', a key of the call) when `location`
+    lies inside a call of Triton's sort_impl, else None. The ops of one call share the key."""
     frames = _LOC_FILE_LINE.findall(str(location))   # the innermost call first
+    impl, public = _sort_spans()
     for i, (file, line, _) in enumerate(frames):
-        for name, path, first, end in _unsupported_library_functions():
-            if first <= int(line) < end and os.path.realpath(file) == path:
-                return name, ":".join(frames[min(i + 1, len(frames) - 1)])
+        if any(first <= int(line) < end and os.path.realpath(file) == path for _, path, first, end in impl):
+            rest = frames[i + 1:]
+            name = next((n for f, ln, _ in rest for n, path, first, end in public
+                         if first <= int(ln) < end and os.path.realpath(f) == path), "tl.sort")
+            user = next((f for f in rest if not _in_triton(f[0])), frames[-1])
+            return name, ":".join(user), tuple(rest)
     return None
 
 

@@ -16,7 +16,8 @@ from iree.compiler import ir
 from . import tile as t
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
-from .locations import library_call, loc_name, source_loc, unsupported_library_call
+from .locations import library_call, loc_name, sort_call, source_loc
+from .sort import BitonicSort
 
 # arith.cmpi / arith.cmpf predicate enums, as TTIR's generic form prints them (integers).
 CMPI_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
@@ -116,7 +117,7 @@ def _inserted_unit_dims(src: tuple[int, ...], dst: tuple[int, ...]) -> Optional[
     return axes if j == len(src) else None
 
 
-class TTIRReader(FloatCasts):
+class TTIRReader(FloatCasts, BitonicSort):
     def __init__(self, text: str, context: Optional[ir.Context] = None):
         self.text = text
         self.context = context
@@ -125,6 +126,7 @@ class TTIRReader(FloatCasts):
         self._cfg_path: list = []     # the blocks of the branch path being read
         self.funcs: dict = {}          # sym_name -> tt.func
         self._calls: list[str] = []    # the functions being inlined, outermost first
+        self._in_sort_group = False
 
     # -- entry -------------------------------------------------------------------------
     def read(self) -> t.Kernel:
@@ -215,8 +217,21 @@ class TTIRReader(FloatCasts):
         saved = self.block
         self.block = tblock
         try:
-            for op in mblock.operations:
-                name = op.operation.name
+            ops = [op.operation for op in mblock.operations]
+            i = 0
+            while i < len(ops):
+                op, i = ops[i], i + 1
+                name = op.name
+                if (not self._in_sort_group and name != "arith.constant" and "/triton/language/" in str(op.location)
+                        and (call := sort_call(op.location))):
+                    # tl.sort / tl.topk: the ops of one call of Triton's sort_impl, read as a group.
+                    group = [op]
+                    while i < len(ops) and (ops[i].name == "arith.constant" or
+                                            (c := sort_call(ops[i].location)) is not None and c[2] == call[2]):
+                        group.append(ops[i])
+                        i += 1
+                    self._read_sort_group(group, call[:2])
+                    continue
                 if name in ("tt.return", "scf.yield", "tt.reduce.return", "scf.condition",
                             "tt.scan.return", "tt.map_elementwise.return"):
                     return [self._get(v) for v in op.operands]
@@ -224,16 +239,13 @@ class TTIRReader(FloatCasts):
                     return self._branch(op, op.successors[0], [self._get(v) for v in op.operands], tblock)
                 if name == "cf.cond_br":
                     return self._cond_br(op.operation, tblock)
-                self._read_op(op.operation, name)
+                self._read_op(op, name)
             return []
         finally:
             self.block = saved
 
     def _read_op(self, op, name: str) -> None:
         loc = source_loc(op.location)
-        if "/triton/language/" in str(op.location) and (call := unsupported_library_call(op.location)):
-            raise UnsupportedError(f"{call[0]} is not supported yet (iree-compile does not finish on its "
-                                   f"expansion)", kernel=self.kernel_name, loc=call[1])
         handler = getattr(self, "_op_" + name.replace(".", "_"), None)
         if handler is not None:
             handler(op, loc)

@@ -1,0 +1,303 @@
+"""tl.sort and tl.topk, mixed into the TTIR reader.
+
+Triton's library builds both (`sort_impl` in triton/language/standard.py) as a bitonic network
+on the tile reshaped to a hypercube [2, 2, ..., 2]: each compare-and-swap finds its partners with
+an xor reduction along one size-2 axis. iree-compile does not finish on modules with such
+high-rank tiles (a 32-element sort has rank 5). So the reader reads the ops of one call of
+`sort_impl` as a group and emits the same network on the tile's own shape instead: the partner of
+element j along the last axis is element j ^ 2^i, read with a gather, and each compare-and-swap
+keeps Triton's comparison, flip pattern and order, so the result is the one Triton's expansion
+gives, element for element (NaNs and signed zeros included).
+
+Which network a call builds (ascending or descending; the k of topk is the result's last dim) is
+not visible in the TTIR's ops but only in its constants; so the group read as Triton wrote it is evaluated on test inputs (a small
+numpy interpreter of the tile ops it consists of), and the replacement is used only when it
+gives exactly the same results on them. Anything else is refused naming tl.sort / tl.topk.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import tile as t
+from .errors import UnsupportedError
+
+_NP = {"i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+       "f16": np.float16, "f32": np.float32, "f64": np.float64,
+       # bf16 is evaluated as f16: only moved, bit-cast to i16 and compared here.
+       "bf16": np.float16}
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+class _NotEvaluable(Exception):
+    pass
+
+
+_PREDICATES = {"eq": np.equal, "ne": np.not_equal, "gt": np.greater, "ge": np.greater_equal,
+               "lt": np.less, "le": np.less_equal}
+
+
+def _cmp(pred: str, a, b):
+    """arith.cmpi / arith.cmpf with MLIR's predicate names."""
+    if a.dtype.kind == "f":
+        if pred in ("false", "true", "ord", "uno"):
+            raise _NotEvaluable(pred)
+        with np.errstate(invalid="ignore"):
+            unordered = np.isnan(a) | np.isnan(b)
+            r = _PREDICATES[pred[1:]](a, b) & ~unordered
+        return r | unordered if pred[0] == "u" else r
+    if pred[0] == "u":
+        a, b = a.view(_UNSIGNED[a.dtype.itemsize]), b.view(_UNSIGNED[b.dtype.itemsize])
+    return _PREDICATES[pred.lstrip("su")](a, b)
+
+
+def _minmax(fn, nan_propagating: bool):
+    def f(a, b):
+        if a.dtype.kind != "f":
+            return fn(a, b)
+        r = fn(a, b)
+        if nan_propagating:
+            return np.where(np.isnan(a) | np.isnan(b), np.nan, r).astype(a.dtype)
+        return np.where(np.isnan(a), b, np.where(np.isnan(b), a, r)).astype(a.dtype)
+    return f
+
+
+_ELEMENTWISE = {
+    "arith.xori": lambda a, b: a ^ b, "arith.shli": lambda a, b: a << b, "arith.shrsi": lambda a, b: a >> b, "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
+    "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
+    "arith.maxnumf": _minmax(np.fmax, False), "arith.minnumf": _minmax(np.fmin, False),
+    "arith.maximumf": _minmax(np.maximum, True), "arith.minimumf": _minmax(np.minimum, True),
+}
+
+
+def _evaluate(ops: list[t.Op], env: dict) -> dict:
+    """Evaluates tile ops with numpy; `env` maps Value ids to arrays (scalars as 0-d arrays)."""
+    for op in ops:
+        for v in op.operands():
+            if v.id not in env:
+                if isinstance(v.owner, t.Op) and _static(v):
+                    _evaluate([v.owner], env)
+                else:
+                    raise _NotEvaluable(f"operand {v} defined outside")
+        r = op.results[0] if op.results else None
+        if isinstance(op, t.Constant):
+            env[r.id] = np.full(r.shape, op.value, dtype=_NP[r.dtype])
+        elif isinstance(op, t.MakeRange):
+            env[r.id] = np.arange(op.start, op.end, dtype=np.int32)
+        elif isinstance(op, (t.Reshape, t.Broadcast, t.Splat)):
+            src = env[op.src.id]
+            env[r.id] = (np.broadcast_to(src, r.shape) if not isinstance(op, t.Reshape)
+                         else src.reshape(r.shape)).copy()
+        elif isinstance(op, t.ExpandDims):
+            env[r.id] = np.expand_dims(env[op.src.id], op.axis)
+        elif isinstance(op, t.Gather):
+            env[r.id] = np.take_along_axis(env[op.src.id], env[op.index.id].astype(np.int64), op.axis)
+        elif isinstance(op, t.Join):
+            env[r.id] = np.stack([env[op.a.id], env[op.b.id]], -1)
+        elif isinstance(op, t.Reduce):
+            if len(op.srcs) != 1:
+                raise _NotEvaluable("reduce of several tiles")
+            src = env[op.srcs[0].id]
+            acc = np.take(src, 0, op.axis)
+            for j in range(1, src.shape[op.axis]):
+                benv = {op.combiner.args[0].id: acc, op.combiner.args[1].id: np.take(src, j, op.axis)}
+                _evaluate(op.combiner.ops, benv)
+                acc = benv[op.combiner.yields[0].id]
+            env[r.id] = np.asarray(acc).astype(_NP[r.dtype])
+        elif isinstance(op, t.Elementwise):
+            a = [env[v.id] for v in op.args]
+            name = op.opname
+            if name == "arith.bitcast":
+                env[r.id] = a[0].view(_NP[r.dtype])
+            elif name in ("arith.extui", "arith.extsi", "arith.extf", "arith.truncf"):
+                env[r.id] = a[0].astype(_NP[r.dtype])
+            elif name == "arith.select":
+                env[r.id] = np.where(a[0], a[1], a[2])
+            elif name in ("arith.cmpi", "arith.cmpf"):
+                env[r.id] = _cmp(op.attrs["predicate"], a[0], a[1])
+            elif name in _ELEMENTWISE:
+                env[r.id] = np.asarray(_ELEMENTWISE[name](a[0], a[1])).astype(_NP[r.dtype])
+            else:
+                raise _NotEvaluable(name)
+        else:
+            raise _NotEvaluable(op.name)
+    return env
+
+
+def _test_inputs(shape: tuple[int, ...], dtype: str) -> list[np.ndarray]:
+    """Inputs that tell sorting networks apart: distinct values in a random order, and values
+    with repeats (and, for floats, signed zeros, infinities and NaNs)."""
+    rng = np.random.default_rng(0)
+    n = int(np.prod(shape))
+    span = min(n, 100)
+    distinct = (rng.permutation(n) % (2 ** (t.bitwidth(dtype) - 1))) if dtype != "i1" else rng.permutation(n) % 2
+    out = [distinct, rng.integers(-span // 2, span // 2 + 1, n)]
+    out = [a.astype(_NP[dtype]) for a in out]
+    if dtype in ("f16", "bf16", "f32", "f64"):
+        special = out[1].copy()
+        special[rng.integers(0, n, max(1, n // 8))] = -0.0
+        special[rng.integers(0, n, max(1, n // 16))] = np.inf
+        special[rng.integers(0, n, max(1, n // 16))] = -np.inf
+        special[rng.integers(0, n, max(1, n // 16))] = np.nan
+        out.append(special)
+    return [a.reshape(shape) for a in out]
+
+
+_STATIC: dict[int, bool] = {}
+
+
+def _static(v: t.Value) -> bool:
+    """`v` is computed from constants and ranges alone (the same in every program)."""
+    if v.id not in _STATIC:
+        op = v.owner
+        _STATIC[v.id] = isinstance(op, (t.Constant, t.MakeRange)) or (
+            isinstance(op, (t.Reshape, t.Broadcast, t.ExpandDims, t.Splat, t.Elementwise))
+            and all(_static(a) for a in op.operands()))
+    return _STATIC[v.id]
+
+
+class BitonicSort:
+    """TTIRReader mixin: a call of Triton's sort_impl (tl.sort, tl.topk) read as one group."""
+
+    def _read_sort_group(self, ops: list, call: tuple[str, str]) -> None:
+        name, user_loc = call
+        members = set(ops)
+        _STATIC.clear()
+
+        def refuse(why: str) -> UnsupportedError:
+            return UnsupportedError(f"{name} is not supported by triton-iree here: {why}",
+                                    kernel=self.kernel_name, loc=user_loc)
+
+        # Triton's expansion, read into a block of its own; the ops that do not depend on the
+        # data (constants, index tiles that CSE may share with the code around the call) are
+        # read where they belong.
+        outer, scratch = self.block, t.Block()
+        self._in_sort_group = True
+        try:
+            for op in ops:
+                data = any(not _static(self.env[v]) for v in op.operands if v in self.env
+                           and isinstance(self.env[v], t.Value))
+                self.block = scratch if data or len(op.regions) else outer
+                self._read_op(op, op.name)
+        finally:
+            self.block = outer
+            self._in_sort_group = False
+        mine = {r.id for op in scratch.ops for r in op.results}
+        inputs = []
+        for op in scratch.ops:
+            for v in op.operands():
+                if v.id not in mine and not _static(v) and v not in inputs:
+                    inputs.append(v)
+        outputs = [r for op in ops for r in op.results
+                   if isinstance(self.env.get(r), t.Value) and self.env[r].id in mine
+                   and any(u.owner.operation not in members for u in r.uses)]
+        if len(inputs) != 1 or len(outputs) != 1:
+            raise refuse(f"expected one input and one result of its expansion, found {len(inputs)} and {len(outputs)}")
+        x = inputs[0]
+        if not x.is_tile or x.dtype not in _NP or x.dtype == "i1":
+            raise refuse(f"a tile of {x.dtype}")
+        theirs = self.env[outputs[0]]
+        if not isinstance(theirs, t.Value) or not theirs.is_tile:
+            raise refuse("its expansion does not give a tile")
+        n, k = x.shape[-1], theirs.shape[-1]
+        if theirs.shape[:-1] != x.shape[:-1] or n & (n - 1) or k & (k - 1) or k > n:
+            raise refuse(f"a result of shape {list(theirs.shape)} for an input of shape {list(x.shape)}")
+        gt = next((op.attrs["predicate"] for op in scratch.ops if isinstance(op, t.Elementwise)
+                   and op.opname in ("arith.cmpf", "arith.cmpi") and op.args[0].dtype == x.dtype
+                   and op.attrs["predicate"] in ("ogt", "sgt", "ugt")), "ogt" if t.is_float(x.dtype) else "sgt")
+        combiners = [op.combiner for op in scratch.ops if isinstance(op, t.Reduce) and
+                     not any(isinstance(c, t.Elementwise) and c.opname == "arith.xori" for c in op.combiner.ops)]
+
+        tests = _test_inputs(x.shape, x.dtype)
+        try:
+            expected = [_evaluate(scratch.ops, {x.id: a})[theirs.id] for a in tests]
+        except _NotEvaluable as e:
+            raise refuse(f"its expansion has an op the check cannot evaluate ({e})") from None
+        if len(combiners) != (n // k).bit_length() - 1 and not (k == 1 and len(combiners) == 1):
+            raise refuse(f"{len(combiners)} min / max reductions in its expansion")
+        for descending in (False, True):
+            ours = t.Block()
+            self.block = ours
+            try:
+                y = self._bitonic(x, k, descending, gt, combiners, user_loc)
+            finally:
+                self.block = outer
+            try:
+                got = [_evaluate(ours.ops, {x.id: a})[y.id] for a in tests]
+            except _NotEvaluable:
+                continue
+            if all(g.shape == e.shape and g.tobytes() == e.tobytes() for g, e in zip(got, expected)):
+                for op in ours.ops:
+                    outer.add(op)
+                self.env[outputs[0]] = y
+                return
+        raise refuse("its expansion is not the bitonic sort this version of triton-iree knows")
+
+    def _bitonic(self, x: t.Value, k: int, descending: bool, gt: str, combiners: list, loc: str) -> t.Value:
+        """Triton's sort_impl network on `x`'s own shape, sorting along the last axis and keeping
+        the first `k` (a power of two) of each row."""
+        shape = x.shape
+        axis = len(shape) - 1
+        log_n, log_k = (shape[-1]).bit_length() - 1, k.bit_length() - 1
+
+        def ew(opname, args, dtype, attrs=None):
+            ty = t.TileType(args[0].shape, dtype)
+            return self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result
+
+        def const(value, like: t.Value, dtype: str):
+            return self._emit(t.Constant(value, t.TileType(like.shape, dtype), loc)).result
+
+        def iota(length: int) -> t.Value:
+            v = self._emit(t.MakeRange(0, length, loc)).result
+            for d in range(axis):
+                v = self._emit(t.ExpandDims(v, 0, t.TileType((1,) * (d + 1) + (length,), "i32"), loc)).result
+            if axis:
+                v = self._emit(t.Broadcast(v, t.TileType(shape[:-1] + (length,), "i32"), loc)).result
+            return v
+
+        def bit(idx: t.Value, b: int) -> t.Value:
+            return ew("arith.cmpi", [ew("arith.andi", [idx, const(1 << b, idx, "i32")], "i32"),
+                                     const(0, idx, "i32")], "i1", {"predicate": "ne"})
+
+        def merge(x: t.Value, stage: int, alternating: bool) -> t.Value:
+            idx = iota(x.shape[-1])
+            flip = bit(idx, stage) if alternating else const(bool(descending), idx, "i1")
+            for i in reversed(range(stage)):
+                y = self._emit(t.Gather(x, ew("arith.xori", [idx, const(1 << i, idx, "i32")], "i32"),
+                                        axis, x.type, loc)).result
+                pred = "arith.cmpf" if t.is_float(x.dtype) else "arith.cmpi"
+                swap = ew("arith.xori", [ew(pred, [x, y], "i1", {"predicate": gt}),
+                                         ew("arith.xori", [flip, bit(idx, i)], "i1")], "i1")
+                x = ew("arith.select", [swap, y, x], x.dtype)
+            return x
+
+        if k == 1 and len(combiners) == 1 and log_n != 1:
+            # Triton >= 3.9 takes the min / max of the whole row for a top 1.
+            if combiners[0].args[0].dtype != x.dtype:
+                x = ew("arith.extf", [x], combiners[0].args[0].dtype)
+            red = self._emit(t.Reduce([x], axis, combiners[0], [t.TileType(shape[:-1], x.dtype)], loc)).result
+            return self._emit(t.ExpandDims(red, axis, t.TileType(shape[:-1] + (1,), x.dtype), loc)).result
+        for s in range(1, log_k + 1):
+            x = merge(x, s, s < log_n)
+        for n, s in enumerate(range(log_k + 1, log_n + 1)):
+            wide = combiners[n].args[0].dtype
+            if wide != x.dtype:
+                # tl.max / tl.min reduce fp16 and bf16 in fp32 (exact): the rest of the network runs there.
+                if not (t.is_float(x.dtype) and t.bitwidth(wide) > t.bitwidth(x.dtype)):
+                    raise UnsupportedError(f"tl.topk reducing {x.dtype} in {wide} is not supported by triton-iree",
+                                           kernel=self.kernel_name, loc=loc)
+                x = ew("arith.extf", [x], wide)
+            half = x.shape[-1] // 2
+            idx = iota(half)
+            lo = ew("arith.andi", [idx, const(k - 1, idx, "i32")], "i32")
+            hi = ew("arith.shli", [ew("arith.shrsi", [idx, const(log_k, idx, "i32")], "i32"),
+                                   const(log_k + 1, idx, "i32")], "i32")
+            first = ew("arith.ori", [hi, lo], "i32")
+            second = ew("arith.ori", [first, const(k, idx, "i32")], "i32")
+            ty = t.TileType(shape[:-1] + (half,), x.dtype)
+            a = self._emit(t.Gather(x, first, axis, ty, loc)).result
+            b = self._emit(t.Gather(x, second, axis, ty, loc)).result
+            pair = self._emit(t.Join(a, b, t.TileType(ty.shape + (2,), x.dtype), loc)).result
+            x = self._emit(t.Reduce([pair], axis + 1, combiners[n], [ty], loc)).result
+            x = merge(x, log_k, s < log_n)
+        return x
+
