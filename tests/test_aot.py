@@ -179,3 +179,17 @@ def test_native_mode_bad_input():
     r = cli("compile", f"{KERNELS}:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=1024",
             "--target", "cuda", "--native", "--arch", "gfx942", "-o", "x.vmfb")
     assert "must name a compute capability" in one_line_error(r)
+
+
+def test_regular_parameter_specialized_to_a_constant():
+    """As Triton's launcher does for integers equal to 1: the stride becomes a constant and
+    the compiled module no longer takes it."""
+    from triton_iree.kernels import strided_copy_kernel
+    k = aot.compile_kernel(strided_copy_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32", {"stride": 1, "BLOCK": 64})
+    n, block = 100, 64
+    x = np.arange(n, dtype=np.float32)
+    out = np.zeros(n, np.float32)
+    res = run_vmfb(k.vmfb, "strided_copy_kernel", x, out, n, (n + block - 1) // block, 1, 1, 0, 0)
+    np.testing.assert_array_equal(res, x)
+    with pytest.raises(InputError, match="both a type in the signature and a --constexpr value"):
+        aot.compile_kernel(strided_copy_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32,stride=i32", {"stride": 1, "BLOCK": 64})

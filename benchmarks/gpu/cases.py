@@ -190,8 +190,69 @@ def _inplace(n):
                 lambda a: [a[0] * 2 + 1])
 
 
+def _elementwise_1d(name, fn, n, block, make_inputs, ref, outputs, atol=1e-6):
+    """A 1-D kernel over n elements: fn(*inputs, n, BLOCK=block), grid cdiv(n, block)."""
+    def make(dev):
+        return [*make_inputs(dev), n], {"BLOCK": block}
+    return Case(f"{name}_{n}", fn, make, lambda a: ((a[-1] + block - 1) // block, 1, 1), outputs, ref,
+                atol=atol, rtol=1e-5)
+
+
+def _scatter(n):
+    def inputs(dev):
+        perm = torch.randperm(n, generator=_gen(20)).to(torch.int32)
+        return [_randn(n, torch.float32, dev, 21), perm.to(dev), _guarded(n, torch.float32, dev)]
+
+    def ref(a):
+        out = torch.empty(a[0].shape[0], device=a[0].device)
+        out[a[1].long()] = a[0] * 2
+        return [out]
+    return _elementwise_1d("scatter", K.scatter_kernel, n, 128, inputs, ref, (2,))
+
+
+def _mod_div(rows, cols):
+    def make(dev):
+        x = _randn((cols, rows), torch.float32, dev, 22)
+        return [x, torch.empty(rows * cols, device=dev), rows * cols], {"COLS": cols, "XBLOCK": 256}
+    return Case(f"mod_div_index_{rows}x{cols}", K.mod_div_index_kernel, make,
+                lambda a: ((a[2] + 255) // 256, 1, 1), (1,), lambda a: [a[0].t().reshape(-1)])
+
+
+def _scalar_io(grid):
+    n = grid[0] * grid[1] * grid[2]
+
+    def make(dev):
+        return [_randn(n, torch.float32, dev, 23), _guarded(n, torch.float32, dev), 2.5, 3 << 33], {"FLAG": True}
+    return Case(f"scalar_io_{'x'.join(map(str, grid))}", K.scalar_io_kernel, make, lambda a: grid, (1,),
+                lambda a: [a[0] * 2.5 + float(3 << 33)], rtol=1e-6)
+
+
+def _low_precision(n, dtype):
+    def inputs(dev):
+        return [_randn(n, dtype, dev, 24), _randn(n, dtype, dev, 25), torch.empty(n, dtype=dtype, device=dev),
+                torch.empty((n + 255) // 256, device=dev)]
+
+    def ref(a):
+        x, y = a[0], a[1]
+        z = x * 3 + y / 7 - x * y              # in the buffers' precision, rounded at each op
+        pad = torch.zeros(((n + 255) // 256) * 256, device=x.device)
+        pad[:n] = z.float()
+        return [z, pad.view(-1, 256).sum(dim=1)]
+    return _elementwise_1d(f"low_precision_{str(dtype)[6:]}", K.low_precision_kernel, n, 256, inputs, ref, (2, 3),
+                           atol=0.1)
+
+
+def _strided_copy(n, stride):
+    def make(dev):
+        x = _randn(n * max(stride, 1) + 1, torch.float32, dev, 26)
+        return [x, _guarded(n, torch.float32, dev), n, stride], {"BLOCK": 128}
+    return Case(f"strided_copy_{n}_s{stride}", K.strided_copy_kernel, make, lambda a: ((a[2] + 127) // 128, 1, 1),
+                (1,), lambda a: [a[0][:a[2] * a[3]:a[3]] if a[3] else a[0][:1].expand(a[2])])
+
+
 CASES = [
-    _inplace(5000),
+    _inplace(5000), _scatter(3001), _mod_div(37, 129), _scalar_io((3, 4, 5)), _low_precision(1000, torch.float16),
+    _low_precision(1000, torch.bfloat16), _strided_copy(999, 3), _strided_copy(999, 0),
     _add(98437), _softmax(1823, 781), _layer_norm(1151, 3001), _matmul(257, 129, 301, torch.float32, (32, 32, 32)),
     _matmul(300, 200, 190, torch.float16, (64, 64, 32), b_transposed=True), _scale_shift(1000, 777),
     _gather(5003), _row_sum(1001, 100), _argmax(333, 1000), _where_int(4099),

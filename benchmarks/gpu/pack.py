@@ -16,13 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("TRITON_IREE_UNVALIDATED_TARGETS", "1")   # codegen for cuda is not validated yet
 
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
-
 from cases import CASES, specialization  # noqa: E402
-from triton_iree import native  # noqa: E402
-from triton_iree.compile import compile_module, make_target  # noqa: E402
+from triton_iree import aot  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +30,6 @@ def main() -> None:
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    target = make_target("cuda", arch=args.arch)
     path = out / "manifest.json"
     manifest = json.loads(path.read_text()) if path.exists() else {}
     for case in CASES:
@@ -44,23 +38,23 @@ def main() -> None:
         a, ce = case.make("cpu")
         sig, consts, attrs = specialization(case.fn, a, ce)
         entry = manifest[case.name] = {"kernel": case.fn.__name__, "signature": sig}
+        # The specialization as a user writes it for `triton-iree compile`: hints as ':16'.
+        hinted = {name: ty + (":16" if (i,) in attrs else "") for i, (name, ty) in enumerate(sig.items())
+                  if ty != "constexpr"}
         t0 = time.perf_counter()
         try:
-            k = native.compile_triton(case.fn, sig, consts, arch=args.native_arch, num_warps=case.num_warps,
-                                      num_stages=case.num_stages, attrs=attrs)
-            vmfb = compile_module(native.module(k), target, name=f"{case.name}_native", use_cache=False)
-            (out / f"{case.name}.native.vmfb").write_bytes(vmfb)
+            k = aot.compile_kernel(case.fn, hinted, consts, target="cuda", arch=f"sm_{args.native_arch}",
+                                   native=True, num_warps=case.num_warps, num_stages=case.num_stages)
+            (out / f"{case.name}.native.vmfb").write_bytes(k.vmfb)
             entry["native"] = f"{case.name}.native.vmfb"
-            entry["shared"] = k.shared
         except Exception as e:   # recorded: run.py reports it
             entry["native_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:400]}"
         t1 = time.perf_counter()
         if not args.no_codegen:
             try:
-                src = ASTSource(fn=case.fn, signature=sig, constexprs=consts, attrs=attrs)
-                ck = triton.compile(src, target=GPUTarget("iree", f"cuda:{args.arch}", 32),
-                                    options={"num_warps": case.num_warps})
-                (out / f"{case.name}.codegen.vmfb").write_bytes(ck.asm["vmfb"])
+                k = aot.compile_kernel(case.fn, hinted, consts, target="cuda", arch=args.arch,
+                                       num_warps=case.num_warps)
+                (out / f"{case.name}.codegen.vmfb").write_bytes(k.vmfb)
                 entry["codegen"] = f"{case.name}.codegen.vmfb"
             except Exception as e:
                 msg = [ln for ln in str(e).splitlines() if "error:" in ln] or str(e).splitlines()[:1]

@@ -113,7 +113,13 @@ def full_signature(fn, signature: dict[str, str], constexprs: dict[str, Any]) ->
             full[name] = "constexpr"
         else:
             if name in constexprs:
-                raise InputError(f"'{name}' is not a tl.constexpr parameter: give its type in the signature")
+                # A regular parameter with a fixed value: Triton specializes it as a constant (its
+                # launcher does so for integers equal to 1); the compiled kernel does not take it.
+                if name in signature:
+                    raise InputError(f"'{name}' has both a type in the signature and a --constexpr value")
+                values[name] = constexprs[name]
+                full[name] = "constexpr"
+                continue
             if name not in signature:
                 raise InputError(f"the signature has no type for '{name}' (e.g. {name}=*fp32 or {name}=i32)")
             _check_type(name, signature[name])
@@ -186,7 +192,7 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if name == "llvm-cpu" else \
         GPUTarget("iree", f"{name}:{arch}" if arch else name, 32)
     backend = IreeBackend(gpu_target)
-    options = backend.parse_options({})
+    options = backend.parse_options({"num_warps": num_warps})
     src = ASTSource(fn, full, constexprs=values, attrs=attrs)
     stages: dict = {}
     backend.add_stages(stages, options)

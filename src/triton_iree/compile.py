@@ -282,7 +282,10 @@ def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[
     try:
         if proc.returncode != 0:
             shown = shell_command(command_line(target, f"{name}.mlir", f"{name}.vmfb", extra))
-            raise CompileError(f"iree-compile failed:\n  $ {shown}\n{_trim(stderr)}", kernel=name)
+            hint = "" if target.is_cpu else (
+                " (IREE's GPU code generation does not handle every Triton kernel yet; on CUDA, native mode, "
+                "`triton-iree compile --native`, runs Triton's own kernel)")
+            raise CompileError(f"iree-compile failed{hint}:\n  $ {shown}\n{_trim(stderr)}", kernel=name)
         if stderr:
             log.debug("iree-compile for %s: %s", name, stderr)
         return out.read_bytes()
