@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from triton.language import core
 from triton.language.extra import libdevice as _stubs
 
-from . import tile as t
+from . import f64_math, tile as t
 
 LIBRARY = "triton_iree.libdevice"
 MODULE = _stubs.__name__   # the name Triton looks our module up by
@@ -45,12 +45,11 @@ FLOAT_OPS = {
     "fma": "math.fma", "fma_rn": "math.fma", "hypot": "math.sqrt", "rcp_rn": "arith.divf",
 }
 # Refused on f64 arguments: functions IREE's llvm-cpu lowers to libm calls on f64 (or not at
-# all), which its executables cannot link; and sqrt_rn, whose f64 square root is not always
-# correctly rounded there (within 1 ulp).
-NO_F64 = frozenset("sin cos tan asin acos atan atan2 tanh erf cbrt fmod fast_sinf fast_cosf fast_tanf "
-                   "fast_tanhf sqrt_rn".split())
-# Logarithms computed as log(x) / log(base): IREE's llvm-cpu has no f32 log10 and no f64 log2
-# or log10.
+# all), which its executables cannot link, and that f64_math has no inline expansion of; and
+# sqrt_rn, whose f64 square root is not always correctly rounded there (within 1 ulp).
+NO_F64 = frozenset("sin cos tan asin acos atan atan2 erf fmod fast_sinf fast_cosf fast_tanf sqrt_rn".split())
+# Logarithms computed as log(x) / log(base): IREE's llvm-cpu has no f32 log10 (f64 log2 and
+# log10 are f64_math's).
 SCALED_LOGS = {"log10": 1 / math.log(10), "fast_log10f": 1 / math.log(10), "log2": 1 / math.log(2)}
 
 # Predicates on floats, as int32 0 / 1: (arith.cmpf predicate, whether |x| is compared with
@@ -137,6 +136,8 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
                       else _hypot(*xs, op, const))
     if name in FLOAT_OPS:
         xs = [wide(x) for x in args]
+        if (r := f64_math.expand(FLOAT_OPS[name], xs, loc, emit)) is not None:
+            return r
         if name in NO_F64 and xs[0].dtype == "f64":
             return None
         if name in SCALED_LOGS and (name != "log2" or xs[0].dtype == "f64"):

@@ -13,7 +13,7 @@ from typing import Optional
 
 from iree.compiler import ir
 
-from . import tile as t
+from . import f64_math, tile as t
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
 from .locations import library_call, loc_name, sort_call, source_loc
@@ -272,6 +272,10 @@ class TTIRReader(FloatCasts, BitonicSort):
         if len(op.results) != 1:
             raise self._unsupported(op, "multi-result elementwise op")
         ty = self._type(op.results[0].type, op)
+        # fp64 functions that would call the C math library, written with inline f64 ops.
+        if (r := f64_math.expand(opname, args, loc, lambda o: self._emit(o).result)) is not None:
+            self._bind(op, r)
+            return
         self._bind(op, self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result)
 
     def _select_ptr(self, op, loc: str) -> None:

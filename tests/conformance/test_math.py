@@ -96,8 +96,8 @@ def test_f64_math(op, n):
     torch.testing.assert_close(out, F64_REFS[op](x), rtol=2e-15, atol=0)
 
 
-@pytest.mark.construct("tl.sin / tl.cos / tl.log2 / tl.erf on fp64 (refused)")
-@pytest.mark.parametrize("op", ["sin", "cos", "log2", "erf"])
+@pytest.mark.construct("tl.sin / tl.cos / tl.erf on fp64 (refused)")
+@pytest.mark.parametrize("op", ["sin", "cos", "erf"])
 def test_f64_math_without_inline_code_is_refused(op):
     x, out = torch.rand(BLOCK, dtype=torch.float64), torch.full((BLOCK,), 7.0, dtype=torch.float64)
     with pytest.raises(UnsupportedError, match=rf"tl\.{op} \(math\.{op}\) on tl\.float64 is not supported") as e:

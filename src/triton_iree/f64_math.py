@@ -1,0 +1,159 @@
+"""fp64 math that IREE's llvm-cpu code would take from the C math library, which its executables
+cannot link (see NO_LIBM_F64 in lowering/targets/cpu.py), written with the f64 ops it lowers
+inline (log, expm1, exp, bit casts, arithmetic), each within a few ulp of the correctly rounded
+result:
+
+- log2, log10: x = m * 2^e with m in [sqrt(1/2), sqrt(2)) (from the bits; subnormals scaled
+  first), then e + log(m) / ln 2 and e * log10(2) + log(m) / ln 10: exact at powers of two (log2),
+  and no cancellation near x = 1;
+- tanh: t / (t + 2) with t = expm1(2 |x|), 1 beyond |x| = 22, the sign of x;
+- cbrt: exp(log|x| / 3) and one Newton step, on |x| scaled into the normal range.
+
+C's results at the edges: log2 / log10 of 0 is -inf, of negative numbers and NaN NaN, of inf inf;
+tanh(+-inf) = +-1 and tanh(-0) = -0; cbrt keeps 0, -0, +-inf and NaN.
+
+The other functions on that list (sin, cos, tan, asin, acos, atan, atan2, erf, fmod) need their
+own polynomials and argument reductions (Payne-Hanek for sin / cos / tan of large arguments) and
+stay refused.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+from . import tile as t
+
+FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt")
+
+
+def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.Value]) -> Optional[t.Value]:
+    """`opname` on f64 `args` as inline f64 ops added by `emit`, or None when there is no such
+    expansion (the op is not on the list, or not on f64)."""
+    if opname not in FUNCTIONS or not args or args[0].dtype != "f64":
+        return None
+    x = args[0]
+
+    def op(name: str, xs: list[t.Value], dtype: str = "f64", attrs: dict | None = None) -> t.Value:
+        return emit(t.Elementwise(name, xs, t.with_dtype(x.type, dtype), attrs, loc))
+
+    def const(value, dtype: str = "f64") -> t.Value:
+        return emit(t.Constant(value, t.with_dtype(x.type, dtype), loc))
+
+    return {"math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt}[opname](x, op, const)
+
+
+def _cmp(op, pred: str, a: t.Value, b: t.Value) -> t.Value:
+    return op("arith.cmpf", [a, b], "i1", {"predicate": pred})
+
+
+def _where(op, c: t.Value, a: t.Value, b: t.Value) -> t.Value:
+    return op("arith.select", [c, a, b], a.dtype)
+
+
+def _bits(x: t.Value, op, const) -> tuple[t.Value, t.Value, t.Value]:
+    """(|x|'s bits as i64, |x| is 0, |x| is subnormal), from the bits: IREE's CPU code flushes
+    subnormal f64 operands of arithmetic and comparisons to zero."""
+    bits = op("arith.andi", [op("arith.bitcast", [x], "i64"), const((1 << 63) - 1, "i64")], "i64")
+    zero = op("arith.cmpi", [bits, const(0, "i64")], "i1", {"predicate": "eq"})
+    sub = op("arith.cmpi", [bits, const(1 << 52, "i64")], "i1", {"predicate": "slt"})
+    return bits, zero, sub
+
+
+def _split(x: t.Value, op, const) -> tuple[t.Value, t.Value]:
+    """(m, e) with x = m * 2^e and m in [sqrt(1/2), sqrt(2)), e an f64 integer, for finite x > 0
+    (anything for other x). A subnormal x is its bits (an integer, exact as f64) times 2^-1074."""
+    bits, _, sub = _bits(x, op, const)
+    xs = _where(op, sub, op("arith.sitofp", [bits]), x)
+    bits = op("arith.bitcast", [xs], "i64")
+    biased = op("arith.andi", [op("arith.shrui", [bits, const(52, "i64")], "i64"), const(0x7FF, "i64")], "i64")
+    mbits = op("arith.ori", [op("arith.andi", [bits, const((1 << 52) - 1, "i64")], "i64"),
+                             const(0x3FF << 52, "i64")], "i64")
+    m = op("arith.bitcast", [mbits])                  # in [1, 2)
+    big = _cmp(op, "oge", m, const(math.sqrt(2.0)))
+    m = _where(op, big, op("arith.mulf", [m, const(0.5)]), m)
+    e = op("arith.sitofp", [op("arith.subi", [biased, const(1023, "i64")], "i64")])
+    e = op("arith.addf", [e, _where(op, big, const(1.0), const(0.0))])
+    return m, op("arith.subf", [e, _where(op, sub, const(1074.0), const(0.0))])
+
+
+def _log_edges(x: t.Value, r: t.Value, op, const) -> t.Value:
+    """C's log2 / log10 at +-0 (-inf), +inf (inf), negative numbers and NaN (NaN)."""
+    _, zero, _ = _bits(x, op, const)
+    # Negative: the sign bit (a negative subnormal compares equal to zero here).
+    negative = op("arith.cmpi", [op("arith.bitcast", [x], "i64"), const(0, "i64")], "i1", {"predicate": "slt"})
+    r = _where(op, _cmp(op, "oeq", x, const(float("inf"))), const(float("inf")), r)
+    r = _where(op, op("arith.ori", [negative, _cmp(op, "uno", x, x)], "i1"), const(float("nan")), r)
+    return _where(op, zero, const(float("-inf")), r)
+
+
+def _log2(x: t.Value, op, const) -> t.Value:
+    m, e = _split(x, op, const)
+    r = op("arith.addf", [e, op("arith.mulf", [op("math.log", [m]), const(1 / math.log(2))])])
+    return _log_edges(x, r, op, const)
+
+
+def _log10(x: t.Value, op, const) -> t.Value:
+    m, e = _split(x, op, const)
+    # log10(2) as hi + lo: e * hi is exact (hi has 32 significant bits, |e| < 2^11).
+    hi = float.fromhex("0x1.34413509f8p-2")
+    lo = math.log10(2) - hi
+    tail = op("arith.addf", [op("arith.mulf", [e, const(lo)]),
+                             op("arith.mulf", [op("math.log", [m]), const(1 / math.log(10))])])
+    r = op("arith.addf", [op("arith.mulf", [e, const(hi)]), tail])
+    return _log_edges(x, r, op, const)
+
+
+def _expm1(y: t.Value, op, const) -> t.Value:
+    """e^y - 1 for y >= 0, within a few ulp (Kahan: (u - 1) * y / log(u) with u = e^y). IREE's
+    own f64 expm1 loses most digits for small y."""
+    u = op("math.exp", [y])
+    um1 = op("arith.subf", [u, const(1.0)])
+    r = op("arith.divf", [op("arith.mulf", [um1, y]), op("math.log", [u])])
+    r = _where(op, _cmp(op, "oeq", u, const(float("inf"))), u, r)
+    return _where(op, _cmp(op, "oeq", u, const(1.0)), y, r)
+
+
+def _tanh(x: t.Value, op, const) -> t.Value:
+    a = op("math.absf", [x])
+    tt = _expm1(op("arith.mulf", [a, const(2.0)]), op, const)
+    r = op("arith.divf", [tt, op("arith.addf", [tt, const(2.0)])])
+    r = _where(op, _cmp(op, "oge", a, const(22.0)), const(1.0), r)
+    r = op("math.copysign", [r, x])
+    # Below 2^-28, tanh(x) = x - x^3 / 3 rounds to x (subnormals included, which arithmetic here
+    # would flush to zero).
+    _, _, sub = _bits(x, op, const)
+    tiny = op("arith.ori", [sub, _cmp(op, "olt", a, const(2.0 ** -28))], "i1")
+    return _where(op, tiny, x, r)
+
+
+def _cbrt(x: t.Value, op, const) -> t.Value:
+    """|x| = s * 2^(3q) with s in [1, 8) (from the bits; a subnormal |x| is its bits, an exact
+    integer, times 2^-1074); cbrt(s) = exp(log(s) / 3) and one Newton step; times 2^q."""
+    bits, zero, sub = _bits(x, op, const)
+    a = op("math.absf", [x])
+
+    def i64(name, xs):
+        return op(name, xs, "i64")
+    xs = _where(op, sub, op("arith.sitofp", [bits]), a)
+    b = op("arith.bitcast", [xs], "i64")
+    e = i64("arith.subi", [i64("arith.andi", [i64("arith.shrui", [b, const(52, "i64")]), const(0x7FF, "i64")]),
+                           const(1023, "i64")])
+    e = _where(op, sub, i64("arith.subi", [e, const(1074, "i64")]), e)
+    q = i64("arith.floordivsi", [e, const(3, "i64")])
+    r = i64("arith.subi", [e, i64("arith.muli", [q, const(3, "i64")])])      # 0, 1 or 2
+    # s = m * 2^r: the mantissa with r as its exponent.
+    s = op("arith.bitcast", [i64("arith.ori", [i64("arith.andi", [b, const((1 << 52) - 1, "i64")]),
+                                               i64("arith.shli", [i64("arith.addi", [r, const(1023, "i64")]),
+                                                                  const(52, "i64")])])])
+    y = op("math.exp", [op("arith.mulf", [op("math.log", [s]), const(1 / 3)])])
+    # One Newton step for y^3 = s: y - (y^3 - s) / (3 y^2).
+    y2 = op("arith.mulf", [y, y])
+    num = op("arith.subf", [op("arith.mulf", [y2, y]), s])
+    y = op("arith.subf", [y, op("arith.divf", [num, op("arith.mulf", [y2, const(3.0)])])])
+    # 2^q is a normal number: q is in [-358, 341].
+    scale = op("arith.bitcast", [i64("arith.shli", [i64("arith.addi", [q, const(1023, "i64")]), const(52, "i64")])])
+    res = op("arith.mulf", [y, scale])
+    # 0, inf and NaN are their own cube roots.
+    keep = op("arith.ori", [zero, op("arith.ori", [_cmp(op, "oeq", a, const(float("inf"))), _cmp(op, "uno", a, a)],
+                                     "i1")], "i1")
+    return op("math.copysign", [_where(op, keep, a, res), x])

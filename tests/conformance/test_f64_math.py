@@ -1,0 +1,84 @@
+"""fp64 math that IREE's CPU code would take from the C math library (which its executables
+cannot link), computed inline by triton-iree (src/triton_iree/f64_math.py): tl.log2 and, through
+tl.extra.libdevice, log2, log10, tanh and cbrt. Compared with numpy's float64 results in ulp over
+the whole range: random magnitudes from the smallest subnormal to the largest double, values near
+1, powers of two and ten, and C's results at 0, -0, +-inf, NaN and negative arguments."""
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+BLOCK = 1024
+
+
+@triton.jit
+def f64_kernel(x_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=1.0)
+    if OP == "tl.log2":
+        y = tl.log2(x)
+    elif OP == "log2":
+        y = libdevice.log2(x)
+    elif OP == "log10":
+        y = libdevice.log10(x)
+    elif OP == "tanh":
+        y = libdevice.tanh(x)
+    else:
+        y = libdevice.cbrt(x)
+    tl.store(out_ptr + offs, y, mask=m)
+
+
+REFS = {"tl.log2": np.log2, "log2": np.log2, "log10": np.log10, "tanh": np.tanh, "cbrt": np.cbrt}
+# The most ulp measured over these inputs (x86-64, IREE 3.13): log2 1, log10 2, tanh 3, cbrt 3.
+MAX_ULP = {"tl.log2": 1, "log2": 1, "log10": 2, "tanh": 3, "cbrt": 3}
+
+
+def _inputs(op: str) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = np.concatenate([
+        np.exp(rng.uniform(-744, 709, 6000)),          # subnormals to near the largest double
+        rng.uniform(0.5, 2.0, 3000), 1 + rng.uniform(-1e-8, 1e-8, 500),
+        2.0 ** np.arange(-1074, 1024), 10.0 ** np.arange(-300, 301),
+        [0.0, np.inf, np.nan, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1 + 2 ** -52, 1 - 2 ** -53]])
+    if op in ("tanh", "cbrt"):
+        x = np.concatenate([x, -x, rng.uniform(-25, 25, 3000), rng.uniform(-1e-4, 1e-4, 1000)])
+    else:
+        x = np.concatenate([x, [-0.0, -1.0, -np.inf, -5e-324]])
+    return x
+
+
+def _ulps(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    same = (got == ref) | (np.isnan(got) & np.isnan(ref))
+    with np.errstate(invalid="ignore"):
+        return np.where(same, 0.0, np.abs(got - ref) / np.spacing(np.abs(ref)))
+
+
+@pytest.mark.construct("tl.log2 / libdevice log2, log10, tanh, cbrt on fp64 (inline, no libm)")
+@pytest.mark.parametrize("op", list(REFS))
+def test_f64_function_within_a_few_ulp(op):
+    x = _inputs(op)
+    out = torch.full((len(x),), 7.0, dtype=torch.float64)
+    f64_kernel[(triton.cdiv(len(x), BLOCK),)](torch.from_numpy(x), out, len(x), OP=op, BLOCK=BLOCK)
+    with np.errstate(all="ignore"):
+        ref = REFS[op](x)
+    got = out.numpy()
+    ulps = _ulps(got, ref)
+    worst = int(np.argmax(ulps))
+    assert ulps.max() <= MAX_ULP[op], (x[worst], got[worst], ref[worst], ulps.max())
+    # Signs of zeros and C's special values exactly.
+    special = ~np.isfinite(ref) | (ref == 0)
+    assert np.array_equal(got[special].view(np.int64) >> 63, ref[special].view(np.int64) >> 63) or \
+        np.isnan(ref[special]).any()
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
+    assert np.array_equal(np.signbit(got[ref == 0]), np.signbit(ref[ref == 0]))
+
+
+@pytest.mark.construct("tl.log2 / libdevice log2, log10, tanh, cbrt on fp64 (inline, no libm)")
+def test_f64_log2_is_exact_at_powers_of_two():
+    x = 2.0 ** np.arange(-1074, 1024)
+    out = torch.zeros(len(x), dtype=torch.float64)
+    f64_kernel[(triton.cdiv(len(x), BLOCK),)](torch.from_numpy(x), out, len(x), OP="tl.log2", BLOCK=BLOCK)
+    assert np.array_equal(out.numpy(), np.arange(-1074, 1024, dtype=np.float64))
