@@ -89,14 +89,14 @@ def from_compiled(compiled, signature: dict) -> NativeKernel:
 _ENTRY = re.compile(r"(\.visible\s+\.entry\s+)(\w+)(\s*\()(.*?)(\)\s*)", re.S)
 
 
-def _params(block: str) -> list[tuple[str, str, bool]]:
-    """(PTX type, name, is pointer) of each parameter of an entry's parameter list."""
+def _params(block: str) -> list[tuple[str, str]]:
+    """(PTX type, name) of each parameter of an entry's parameter list."""
     out = []
     for item in filter(None, (s.strip() for s in block.split(","))):
         tokens = item.split()
         if tokens[0] != ".param" or "[" in item:
             raise UnsupportedError(f"native mode: unexpected kernel parameter '{item}' in Triton's PTX")
-        out.append((tokens[1], tokens[-1], ".ptr" in tokens))
+        out.append((tokens[1], tokens[-1]))
     return out
 
 
@@ -123,7 +123,7 @@ def rewrite_abi(k: NativeKernel) -> str:
                                    kernel=k.name)
         body = pattern.sub(lambda mm: repl(mm.group(1), mm.group(2)), body)
 
-    for arg, (ptype, pname, _) in zip(k.args, params):
+    for arg, (ptype, pname) in zip(k.args, params):
         if arg.is_buffer:
             off = f"{pname}_offset"
             pointers.append(f".param .u64 .ptr .global .align 1 {pname}")
@@ -146,7 +146,7 @@ def rewrite_abi(k: NativeKernel) -> str:
             sub_loads(pname, halves)
         else:
             scalars.append(f".param {ptype} {pname}")
-    for size, (_, pname, _) in zip(k.scratch, params[len(k.args):]):
+    for size, (_, pname) in zip(k.scratch, params[len(k.args):]):
         if size:
             raise UnsupportedError(f"native mode: the kernel needs {size} bytes of scratch memory per program, "
                                    f"which is not supported yet", kernel=k.name)
