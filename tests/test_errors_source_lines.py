@@ -80,3 +80,39 @@ def test_unsupported_error_at_launch_has_no_internal_frames():
     assert e.value.__cause__ is None and e.value.__suppress_context__
     assert f"at {__file__}:{_line_of(_f64_sin_kernel, 'tl.sin')}:" in str(e.value)
     assert "tl.sin (math.sin) on tl.float64" in str(e.value)
+
+
+@triton.jit
+def _loopy_combine(a, b):
+    r = a
+    while r < b:
+        r = r + 1.0
+    return r
+
+
+@triton.jit
+def _reduce_with_loop_kernel(x_ptr, out_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    tl.store(out_ptr, tl.reduce(x, 0, _loopy_combine))
+
+
+def test_unsupported_op_in_a_reduce_combine_function_is_named_by_its_construct():
+    x, out = torch.rand(16), torch.zeros(1)
+    with pytest.raises(UnsupportedError, match=r"^a while loop in the combine function of tl\.reduce is not "
+                                               r"supported") as e:
+        _reduce_with_loop_kernel[(1,)](x, out)
+    assert "While" not in str(e.value) and "scf." not in str(e.value)
+    # The line of the user's combine function that has the loop.
+    assert e.value.loc.startswith(f"{__file__}:{_line_of(_loopy_combine, 'while')}:"), e.value.loc
+
+
+@triton.jit
+def _print_kernel(x_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 4))
+    tl.device_print("x: ", x)
+
+
+def test_device_print_is_refused_naming_it_at_the_users_line():
+    with pytest.raises(UnsupportedError, match=r"^tl\.device_print \(tt\.print\) is not supported") as e:
+        _print_kernel[(1,)](torch.rand(4))
+    assert e.value.loc.startswith(f"{__file__}:{_line_of(_print_kernel, 'tl.device_print')}:"), e.value.loc

@@ -26,7 +26,29 @@ PYTHON_NAMES = {
     "math.absf": "tl.abs", "arith.remf": "% on floats", "arith.maxnumf": "tl.maximum",
     "arith.minnumf": "tl.minimum",
 }
-TYPE_NAMES = {"f64": "tl.float64", "f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16"}
+TYPE_NAMES = {"f64": "tl.float64", "f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16",
+              "i1": "tl.int1", "i8": "tl.int8", "i16": "tl.int16", "i32": "tl.int32", "i64": "tl.int64",
+              "f8E4M3FN": "tl.float8e4nv", "f8E5M2": "tl.float8e5"}
+# The construct behind each op of the tile program (tile.py), by class name.
+TILE_OP_NAMES = {
+    "If": "an if", "For": "a for loop", "While": "a while loop", "Load": "tl.load", "Store": "tl.store",
+    "Atomic": "an atomic (tl.atomic_add, ...)", "Dot": "tl.dot", "Reduce": "tl.reduce (tl.sum, tl.max, ...)",
+    "Scan": "tl.associative_scan (tl.cumsum, ...)", "Gather": "tl.gather", "Histogram": "tl.histogram",
+    "MapElementwise": "tl.map_elementwise", "Join": "tl.join", "Split": "tl.split", "Cat": "tl.cat",
+    "Trans": "tl.trans / tl.permute", "Reshape": "tl.reshape", "Broadcast": "tl.broadcast_to",
+    "ExpandDims": "tl.expand_dims", "Splat": "a tensor of a scalar (tl.full, broadcasting)",
+    "MakeRange": "tl.arange", "ProgramId": "tl.program_id", "NumPrograms": "tl.num_programs",
+    "Unsplat": "tl.item", "Assert": "tl.device_assert",
+}
+
+
+def tile_op_name(op) -> str:
+    """The Triton construct a tile-program op comes from: 'tl.load', or for an arith / math op
+    'tl.exp (math.exp)'."""
+    opname = getattr(op, "opname", None)
+    if opname is not None:
+        return python_name(opname)
+    return TILE_OP_NAMES.get(op.name, op.name)
 
 
 def python_name(ttir_op: str) -> str:

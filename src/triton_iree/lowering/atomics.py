@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import tile as t
+from ..errors import TYPE_NAMES
 from .values import EmitterBase, _Tensor
 
 _INT_COMBINE = {"add": "arith.addi", "max": "arith.maxsi", "min": "arith.minsi", "umax": "arith.maxui",
@@ -116,6 +117,7 @@ class AtomicEmitter(EmitterBase):
             return r
         if t.is_float(dt):
             if op.kind != "add":
-                raise self.err(f"tl.atomic_{op.kind} on {dt}", op)
+                raise self.err(f"tl.atomic_{op.kind} on {TYPE_NAMES.get(dt, dt)} is not supported by triton-iree "
+                               f"(on floats only tl.atomic_add, tl.atomic_xchg and tl.atomic_cas)", op)
             return self._binop("arith.addf", cur, x, dt)
         return self._binop(_INT_COMBINE[op.kind], cur, x, dt)

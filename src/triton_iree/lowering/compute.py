@@ -7,7 +7,7 @@ from typing import Optional
 
 from .. import tile as t
 from ..analysis import uniform_scalar
-from ..errors import TYPE_NAMES, python_name
+from ..errors import TYPE_NAMES, python_name, tile_op_name
 from .values import (_BF16_EXACT, _CASTS, _CHEAP_OPS, _INT_DIVS, EmitterBase, _Body, _bytes, _Tensor,
                      literal)
 
@@ -406,7 +406,8 @@ class ComputeEmitter(EmitterBase):
             self.bind(("s", a.id), name)
         for op in block.ops:
             if not isinstance(op, (t.Elementwise, t.Constant)):
-                raise self.err(f"unsupported op {op.name} in a reduce combiner", op)
+                raise self.err(f"{tile_op_name(op)} in the combine function of tl.reduce is not supported by "
+                               f"triton-iree (only arithmetic and tl.where there)", op)
             if isinstance(op, t.Constant):
                 r = self.fresh("k")
                 body.lines.append(f"{r} = arith.constant {literal(op.value, op.result.dtype)} : {op.result.dtype}")

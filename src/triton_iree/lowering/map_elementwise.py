@@ -4,6 +4,7 @@ combine functions the same way (`_scalar_block`)."""
 from __future__ import annotations
 
 from .. import tile as t
+from ..errors import tile_op_name
 from .values import EmitterBase, _Body, _Tensor, literal
 
 
@@ -43,7 +44,8 @@ class MapElementwiseEmitter(EmitterBase):
             elif isinstance(op, t.If) and not any(v.is_tile for v in op.results):
                 r = self._scalar_if(op, lines, pad, construct)
             else:
-                raise self.err(f"unsupported op {op.name} in the function of {construct}", op)
+                raise self.err(f"{tile_op_name(op)} in the function of {construct} is not supported by triton-iree",
+                               op)
             if isinstance(op, t.If):
                 for v, name in zip(op.results, r):
                     self.bind(("s", v.id), name)

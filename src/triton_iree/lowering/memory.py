@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import tile as t
+from ..errors import TYPE_NAMES
 from ..analysis import Box, GatherAccess, Poly, StructuredAccess
 from .values import EmitterBase, _Body, _Tensor, literal
 
@@ -97,7 +98,8 @@ class MemoryEmitter(EmitterBase):
         p = op.buffer
         dt = v.dtype
         if dt != p.dtype:
-            raise self.err(f"load of {dt} from a buffer of {p.dtype}", op)
+            raise self.err(f"tl.load of {TYPE_NAMES.get(dt, dt)} through a pointer to {TYPE_NAMES.get(p.dtype, p.dtype)} "
+                           f"is not supported by triton-iree", op)
         rshape = tuple(shape[d] for d in active)
         rty = t.TileType(rshape, dt) if rshape else None
         box = acc.box
@@ -409,7 +411,8 @@ class MemoryEmitter(EmitterBase):
     def _scalar_load(self, op: t.Load) -> str:
         acc = self.facts.access(op)
         if not isinstance(acc, StructuredAccess):
-            raise self.err("scalar load through an unanalyzable pointer", op)
+            raise self.err("tl.load of a scalar through a pointer whose offset triton-iree cannot analyze is not "
+                           "supported", op)
         other = self._uniform_other(op, acc) if op.mask is not None else None
         return self._scalar_read(op.buffer, self.poly(acc.form.offset), acc.box, other, op.result.dtype,
                                  id(op) in self.snapshots)
@@ -418,7 +421,8 @@ class MemoryEmitter(EmitterBase):
         acc = self.facts.access(op)
         p = op.buffer
         if op.value.dtype != p.dtype:
-            raise self.err(f"store of {op.value.dtype} into a buffer of {p.dtype}", op)
+            raise self.err(f"tl.store of {TYPE_NAMES.get(op.value.dtype, op.value.dtype)} through a pointer to "
+                           f"{TYPE_NAMES.get(p.dtype, p.dtype)} is not supported by triton-iree", op)
         if isinstance(acc, GatherAccess):
             self._scatter(op)
             return
@@ -509,7 +513,8 @@ class MemoryEmitter(EmitterBase):
         """A store through arbitrary offsets: one element at a time, where the mask holds."""
         p = op.buffer
         if not op.value.is_tile:
-            raise self.err("scalar store through an unanalyzable pointer", op)
+            raise self.err("tl.store of a scalar through a pointer whose offset triton-iree cannot analyze is not "
+                           "supported", op)
         shape = op.value.shape
         val, offs = self.tensor(op.value), self.tensor(op.offsets)
         mask = self.tensor(op.mask) if op.mask is not None else None
