@@ -114,6 +114,20 @@ INLINE_DRIVER = "local-sync"
 # Drivers whose buffers are GPU memory: they take torch CUDA (or ROCm) tensors through DLPack.
 GPU_MEMORY_DRIVERS = ("cuda", "hip")
 
+# Drivers that take torch CPU tensors by importing their host memory, with the alignment each
+# needs of the imported address and byte length. IREE's CPU drivers need 64 bytes (see
+# IMPORT_ALIGNMENT). The vulkan driver imports host memory through VK_EXT_external_memory_host,
+# whose minImportedHostPointerAlignment (4096 on Mesa's lavapipe and on common GPUs) applies to
+# the address and to the size, so a tensor is imported from the page-aligned address at or
+# before its first element through the end of the page that holds its storage's last byte: both
+# in pages the storage already occupies. Its buffer view still ends where the storage ends.
+HOST_IMPORT_ALIGNMENT = {"local-task": 64, "local-sync": 64, "vulkan": 4096}
+
+
+def takes_host_memory(driver: str) -> bool:
+    """True when `driver` runs on the caller's CPU tensors (imported in place)."""
+    return driver in HOST_IMPORT_ALIGNMENT
+
 
 def torch_stream_sync() -> None:
     """Orders a GPU launch after the work torch queued: waits for torch's current CUDA stream.
@@ -161,7 +175,11 @@ class LoadedKernel:
         if checks is not None:
             return checks.launch(self, plans, values, grid, shared)
         spans = check_arguments(self.dev, plans, values, grid, self.name)
-        if shared is not None and shared.needed(spans):
+        # vulkan's spans start at page boundaries, where distinct tensors in one page would look
+        # like memory they share: compare the storage from its 64-byte aligned base instead.
+        storage = [import_span(v) for p, v in zip(plans, values) if p.is_buffer] \
+            if shared is not None and self.dev.driver == "vulkan" else spans
+        if shared is not None and shared.needed(storage):
             return shared.kernel(self).launch(plans, values, grid)
         ctx = self.main
         if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
@@ -243,12 +261,13 @@ def _stack_bytes_needed(vmfb: bytes) -> int | None:
 IMPORT_ALIGNMENT = 64
 
 
-def import_span(tensor) -> tuple[int, int, int]:
+def import_span(tensor, alignment: int = IMPORT_ALIGNMENT) -> tuple[int, int, int]:
     """(base address, byte length, element offset of the first element) of the buffer that
-    `import_tensor` imports for `tensor`: from the aligned base to the end of its storage."""
+    `import_tensor` imports for `tensor`: from the `alignment`-aligned base to the end of its
+    storage."""
     esize = tensor.element_size()
     ptr = tensor.data_ptr()
-    lead = (ptr % IMPORT_ALIGNMENT) // esize
+    lead = (ptr % alignment) // esize
     if ptr % esize:
         raise LaunchError(f"tensor memory at {ptr:#x} cannot be imported: it is not aligned to its "
                           f"{esize}-byte elements (copy it with .clone())")
@@ -280,7 +299,9 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     """The caller's tensor memory as a HAL buffer view of `dtype` elements (zero-copy), from
     the aligned base of `import_span` to the end of the storage."""
     want = _ELEMENT_TYPES.get(dtype)
-    base, nbytes, _ = span or import_span(tensor)
+    base, nbytes, _ = span or import_span(tensor, HOST_IMPORT_ALIGNMENT.get(dev.driver, IMPORT_ALIGNMENT))
+    if dev.driver == "vulkan":
+        return _import_vulkan(dev, base, nbytes, dtype)
     if want is not None and nbytes > 0 and dev.driver.startswith("local"):
         # Host memory: import the address range directly instead of a DLPack round trip
         # (0.5 us a tensor when cached, 1.4 us when not, against 4.5 us through DLPack).
@@ -299,6 +320,29 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     if want is not None and bv.element_type != want:
         bv = rt.HalBufferView(bv.get_buffer(), bv.shape, want)
     return bv
+
+
+def _import_vulkan(dev: Device, base: int, nbytes: int, dtype: str) -> rt.HalBufferView:
+    """Host memory [base, base + nbytes) as a vulkan buffer view of `dtype` elements, zero-copy:
+    the import covers whole pages (HOST_IMPORT_ALIGNMENT), the view only the storage. Imports
+    are made for one launch and released after it, never cached: a Vulkan driver may pin the
+    pages while they are imported, and the memory belongs to the caller."""
+    want = _ELEMENT_TYPES[dtype]
+    if nbytes == 0:
+        # No storage to import, and Vulkan has no empty bindings: a one-element buffer of the
+        # device's own stands in for it, so the kernel never reaches the caller's memory.
+        buf = dev.device.allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
+                                                   allowed_usage=rt.BufferUsage.DEFAULT,
+                                                   allocation_size=_ELEMENT_BYTES[dtype])
+        return rt.HalBufferView(buf, (1,), want)
+    page = HOST_IMPORT_ALIGNMENT["vulkan"]
+    mem = (ctypes.c_char * (-(-nbytes // page) * page)).from_address(base)
+    try:
+        buf = dev.device.allocator.import_host_allocation(mem, _HOST_MEMORY, rt.BufferUsage.DEFAULT)
+    except Exception as e:   # the runtime raises plain RuntimeError / ValueError
+        raise LaunchError(f"the vulkan device cannot import the host memory at {base:#x} ({nbytes} bytes), so "
+                          f"the kernel did not run and no tensor was changed: {e}") from None
+    return rt.HalBufferView(buf, (nbytes // _ELEMENT_BYTES[dtype],), want)
 
 
 @dataclass(frozen=True)
@@ -350,14 +394,18 @@ def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
     `import_span` (base address, byte length, element offset)."""
     spans = []
     on_cpu = dev.driver.startswith("local")
+    on_host = takes_host_memory(dev.driver)
     on_gpu = dev.driver in GPU_MEMORY_DRIVERS
+    alignment = HOST_IMPORT_ALIGNMENT.get(dev.driver, IMPORT_ALIGNMENT)
     for plan, v in zip(plans, values):
         if plan.is_buffer:
             try:
-                if on_cpu and not v.is_cpu or on_gpu and v.is_cpu:
+                if on_host and not v.is_cpu or on_gpu and v.is_cpu:
+                    where = "the CPU" if on_cpu else \
+                        f"{dev.driver}, which imports CPU tensors" if on_host else dev.driver
                     raise LaunchError(f"argument '{plan.name}' is on {v.device}, but the IREE target "
-                                      f"runs on {'the CPU' if on_cpu else dev.driver}", kernel=kernel)
-                spans.append(import_span(v))
+                                      f"runs on {where}", kernel=kernel)
+                spans.append(import_span(v, alignment))
             except AttributeError:
                 raise LaunchError(f"argument '{plan.name}' must be a torch tensor, got {type(v).__name__}",
                                   kernel=kernel) from None
