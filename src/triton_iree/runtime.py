@@ -405,6 +405,9 @@ def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
                         f"{dev.driver}, which imports CPU tensors" if on_host else dev.driver
                     raise LaunchError(f"argument '{plan.name}' is on {v.device}, but the IREE target "
                                       f"runs on {where}", kernel=kernel)
+                if on_gpu and (v.device.index or 0) != 0:
+                    raise LaunchError(f"argument '{plan.name}' is on {v.device}: IREE's {dev.driver} device "
+                                      f"here is GPU 0 (others are not supported yet)", kernel=kernel)
                 spans.append(import_span(v, alignment))
             except AttributeError:
                 raise LaunchError(f"argument '{plan.name}' must be a torch tensor, got {type(v).__name__}",
