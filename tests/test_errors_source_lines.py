@@ -105,14 +105,3 @@ def test_unsupported_op_in_a_reduce_combine_function_is_named_by_its_construct()
     # The line of the user's combine function that has the loop.
     assert e.value.loc.startswith(f"{__file__}:{_line_of(_loopy_combine, 'while')}:"), e.value.loc
 
-
-@triton.jit
-def _print_kernel(x_ptr):
-    x = tl.load(x_ptr + tl.arange(0, 4))
-    tl.device_print("x: ", x)
-
-
-def test_device_print_is_refused_naming_it_at_the_users_line():
-    with pytest.raises(UnsupportedError, match=r"^tl\.device_print \(tt\.print\) is not supported") as e:
-        _print_kernel[(1,)](torch.rand(4))
-    assert e.value.loc.startswith(f"{__file__}:{_line_of(_print_kernel, 'tl.device_print')}:"), e.value.loc

@@ -35,8 +35,13 @@ def _inline_asm_kernel(x_ptr, n):
     tl.store(x_ptr, tl.inline_asm_elementwise("mov $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1))
 
 
-@pytest.mark.parametrize("fn,opname", [(_print_kernel, "tt.print"),
-                                       (_inline_asm_kernel, "tt.elementwise_inline_asm")])
+def test_device_print_is_read_as_a_print_of_its_values():
+    k = reader.read_ttir(compiler.kernel_ttir(_print_kernel, dict(x_ptr="*fp32", n="i32")))
+    prints = [op for op in k.walk() if isinstance(op, t.Print)]
+    assert len(prints) == 1 and prints[0].prefix.strip() == "x:" and prints[0].values[0].shape == (16,)
+
+
+@pytest.mark.parametrize("fn,opname", [(_inline_asm_kernel, "tt.elementwise_inline_asm")])
 def test_unsupported_ops_name_op_and_source_line(fn, opname):
     text = compiler.kernel_ttir(fn, dict(x_ptr="*fp32", n="i32"))
     with pytest.raises(UnsupportedError) as e:

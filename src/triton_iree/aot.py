@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .errors import InputError
+from .errors import InputError, UnsupportedError
 
 __all__ = ["AotKernel", "Launcher", "compile_kernel", "load_kernel", "parse_constexpr", "parse_signature"]
 
@@ -204,6 +204,10 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     # As Triton's compile hash, it names this specialization's TRITON_IREE_DUMP_DIR directory.
     metadata = {"hash": hashlib.sha256(f"{src.hash()}-{backend.hash()}-{options.hash()}".encode()).hexdigest()}
     module = stages["iree"](stages["ttir"](mod, metadata), metadata)
+    if metadata.get("prints"):   # Triton's launcher prints them (prints.Printer); a module alone cannot
+        raise UnsupportedError("tl.device_print (tt.print) is not supported by triton-iree in a kernel compiled "
+                               "ahead of time (the launcher prints)", kernel=metadata["name"],
+                               loc=metadata["prints"][0]["loc"])
     return AotKernel(metadata["name"], module, stages["vmfb"](module, metadata) if vmfb else None)
 
 

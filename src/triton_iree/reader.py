@@ -557,6 +557,12 @@ class TTIRReader(FloatCasts, BitonicSort):
         cond = self._val(op.operands[0], op)
         self._emit(t.Assert(cond, ir.StringAttr(op.attributes["message"]).value, loc))
 
+    def _op_tt_print(self, op, loc: str) -> None:
+        values = [self._val(v, op) for v in op.operands]
+        signed = [bool(s) for s in ir.DenseI32ArrayAttr(op.attributes["isSigned"])]
+        self._emit(t.Print(values, ir.StringAttr(op.attributes["prefix"]).value,
+                           ir.BoolAttr(op.attributes["hex"]).value, signed, loc))
+
     # -- compute -----------------------------------------------------------------------------
     def _op_tt_reduce(self, op, loc: str) -> None:
         srcs = [self._val(v, op) for v in op.operands]

@@ -405,6 +405,17 @@ class Assert(Op):
         self._init([], loc)
 
 
+class Print(Op):
+    """tt.print (`tl.device_print`, `print` in a kernel): `values` printed with `prefix`, in hex
+    where `hex`; `signed[i]` says whether an integer value is signed. `prints.instrument` turns
+    it into stores that the launcher prints from."""
+    _operands = ("values",)
+
+    def __init__(self, values: Sequence[Value], prefix: str, hex: bool, signed: Sequence[bool], loc: str = ""):
+        self.values, self.prefix, self.hex, self.signed = list(values), prefix, hex, list(signed)
+        self._init([], loc)
+
+
 class For(Op):
     """scf.for: body args are (iv, *iter_args); the body yields the next iter_args."""
     _operands = ("lb", "ub", "step", "inits")

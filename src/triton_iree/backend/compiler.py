@@ -12,7 +12,7 @@ from typing import Any, Dict, Tuple
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from .. import compile as iree_compile
-from .. import checks, frontend, reader
+from .. import checks, frontend, prints, reader
 from ..analysis import analyze
 from ..lowering import cpu_options, emit_module, gpu_options, lower
 from ..errors import CompileError, UnsupportedError
@@ -136,6 +136,7 @@ class IreeBackend(BaseBackend):
         metadata["name"] = kernel.name
         metadata["shared"] = 0
         buffers, stored = kernel.buffers, kernel.stored_buffers()   # the kernel's own pointer arguments
+        metadata["prints"] = prints.instrument(kernel, options.debug)   # tl.device_print: the launcher prints
         if options.debug:   # checked mode (`checks`): the runtime reads the failures back
             sites = checks.instrument(kernel)
             metadata["checks"] = {"sites": [vars(s) for s in sites], "written": [p.name for p in stored]}

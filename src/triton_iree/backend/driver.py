@@ -11,7 +11,7 @@ from typing import Optional
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from .. import compat, runtime
+from .. import compat, prints, runtime
 from ..compile import target_of
 from ..errors import LaunchError
 
@@ -90,6 +90,7 @@ class IreeLauncher:
         self.name = metadata.name
         self.plans = runtime.plan_arguments(names, signature, self.name)
         self.checks = runtime.Checks.of(metadata, self.plans)
+        self.printer = prints.Printer.of(metadata)
         self.keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
         self.buffers = [i for i, p in enumerate(self.plans) if p.is_buffer]
         from triton.runtime.jit import TensorWrapper   # not at the top: triton.runtime imports this module
@@ -105,7 +106,10 @@ class IreeLauncher:
                 values[i] = runtime.reinterpreted(values[i], self.plans[i], self.name)
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        function.launch(self.plans, values, grid, self.checks, self.shared)
+        if self.printer is not None:
+            self.printer.launch(function, self.plans, values, grid, self.shared)
+        else:
+            function.launch(self.plans, values, grid, self.checks, self.shared)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
