@@ -161,6 +161,28 @@ def test_gather(n):
     assert torch.equal(out, x[idx.long()]) and untouched(whole, out)
 
 
+@pytest.mark.parametrize("form", [0, 1, 2, 3])
+def test_masks_in_every_comparison_form(form):
+    run = launcher(K.mask_forms_kernel, "x_ptr=*fp32,out_ptr=*fp32,lo=i32,hi=i32", {"BLOCK": 128, "FORM": form})
+    x = torch.randn(1000)
+    out = torch.full((1000,), -7.0)
+    run(x, out, 13, 901, grid=(triton.cdiv(1000, 128),))
+    want = torch.full((1000,), -7.0)
+    want[13:901] = x[13:901] + 1
+    assert torch.equal(out, want)
+
+
+def test_special_values():
+    run = launcher(K.special_values_kernel, "x_ptr=*fp32,out_ptr=*fp32,k=i32,n=i32", {"BLOCK": 128})
+    x = torch.tensor([1.0, -2.0, 0.0, 3.0] * 100)
+    out, whole = padded((450,))
+    run(x, out, 400, 450, grid=(triton.cdiv(450, 128),))
+    want = torch.where(x > 0, float("inf"), torch.where(x < 0, float("-inf"), float("nan")))
+    want = torch.cat([want, torch.full((50,), float("nan"))])
+    assert torch.equal(out.isnan(), want.isnan()) and torch.equal(out[~want.isnan()], want[~want.isnan()])
+    assert untouched(whole, out)
+
+
 # Kernels whose module compiles with the SPIR-V configuration but computes wrong results on
 # lavapipe; not run here, as they write outside their outputs. scatter_kernel (out[idx[i]] =
 # 2 * x[i]) stores values of an earlier launch at indices of an earlier launch, in 0 to 30 of
@@ -274,6 +296,12 @@ SPIRV_CONFIG_FAILURES = {
     "attention_kernel": ("q_ptr=*fp32,k_ptr=*fp32,v_ptr=*fp32,o_ptr=*fp32,L=i32,scale=fp32",
                          {"D": 32, "BLOCK_M": 32, "BLOCK_N": 32},
                          "uses 62720 bytes of shared memory; exceeded the limit of 32768 bytes"),
+    "two_dots_rowsum_kernel": ("a_ptr=*fp32,b_ptr=*fp32,d_ptr=*fp32,c_ptr=*fp32,e_ptr=*fp32,s_ptr=*fp32,M=i32,N=i32,"
+                               "K=i32", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
+                               "uses 36864 bytes of shared memory; exceeded the limit of 32768 bytes"),
+    "decayed_dot_kernel": ("a_ptr=*fp32,b_ptr=*fp32,c_ptr=*fp32,M=i32,N=i32,K=i32,decay=fp32",
+                           {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
+                           "uses 36864 bytes of shared memory; exceeded the limit of 32768 bytes"),
     "int8_matmul_kernel": ("a_ptr=*i8,b_ptr=*i8,c_ptr=*i32,M=i32,N=i32,K=i32", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
                            "failed to legalize unresolved target materialization"),
 }
