@@ -115,7 +115,7 @@ class ModuleEmitter(EmitterBase):
         elif gpu is not None and candidates:
             root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].heat(), -i))
             attrs[root] = f"compilation_info = {gpu.compilation_info(ops[root].loops, ops[root].iterators)}"
-        elif tiling is not None and any(o.kind == "matmul" for o in ops):
+        elif tiling is not None and tiling.configures(ops):
             root = max(candidates, key=lambda i: (ops[i].heat(), -i))
             for i in candidates:
                 o = ops[i]
