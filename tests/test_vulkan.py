@@ -187,9 +187,11 @@ def test_special_values():
 # lavapipe; not run here, as they write outside their outputs. scatter_kernel (out[idx[i]] =
 # 2 * x[i]) stores values of an earlier launch at indices of an earlier launch, in 0 to 30 of
 # 1000 elements per launch (for n = 1000 and 1024 alike), and can corrupt the process's heap
-# ("double free or corruption"): the scattered tile goes through workgroup memory, apparently
-# read before the invocations that write it have.
-SPIRV_CONFIG_WRONG = {"scatter_kernel": "writes stale values at stale indices (workgroup memory read too early)"}
+# ("double free or corruption"). In the code IREE generates, each invocation writes its
+# element's value, index and mask to workgroup memory, and then every invocation runs the
+# scatter loop over all 128 elements, reading the other invocations' entries with no barrier
+# in between.
+SPIRV_CONFIG_WRONG = {"scatter_kernel": "stale values at stale indices: workgroup memory read with no barrier"}
 
 
 def test_row_sum_and_argmax():
