@@ -1,5 +1,5 @@
-"""TRITON_IREE_CPU: modules built for a named CPU instead of the host (caches shared between
-machines)."""
+"""The CPU target's choices: TRITON_IREE_CPU (modules built for a named CPU instead of the host,
+caches shared between machines) and CpuTiling's configuration of row reductions."""
 import os
 import subprocess
 import sys
@@ -41,3 +41,27 @@ def test_kernels_built_for_generic_cpu_compute_the_right_result(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     vmfbs = list(tmp_path.rglob("*.vmfb"))
     assert vmfbs   # the cache holds what was compiled
+
+
+def _lower(kernel, sig, consts, tiling):
+    from helpers import tile_program
+    from triton_iree import lowering
+    return lowering.lower(tile_program(kernel, sig, consts),
+                          lowering.EmitOptions(max_workgroups=128, cpu_tiling=tiling))
+
+
+def test_row_reductions_get_several_vector_accumulators_and_2d_ones_keep_iree_s_config():
+    from triton_iree import kernels as K
+    from triton_iree.lowering import CpuTiling
+    tiling = CpuTiling(vector_bytes=32, elementwise_bytes=32, matmul_rows=4)
+    sig = dict(out_ptr="*fp32", in_ptr="*fp32", in_row_stride="i32", out_row_stride="i32", n_rows="i32",
+               n_cols="i32", BLOCK_SIZE="constexpr")
+    text = _lower(K.softmax_kernel, sig, dict(BLOCK_SIZE=1024), tiling)
+    assert "vector_reduction = [32]" in text          # 4 vectors of 8 f32
+    assert text.count("compilation_info = ") == 1   # one root
+    one = _lower(K.softmax_kernel, sig, dict(BLOCK_SIZE=1024), CpuTiling(vector_bytes=32, reduction_vectors=1))
+    assert "lowering_config" not in one              # one vector: IREE's own choice, left to it
+    sig2 = dict(x_ptr="*fp32", out_ptr="*fp32", M="i32", N="i32", stride_m="i32", BLOCK_M="constexpr",
+                BLOCK_N="constexpr")
+    two_d = _lower(K.row_sum_kernel, sig2, dict(BLOCK_M=8, BLOCK_N=64), tiling)
+    assert "lowering_config" not in two_d            # 2-D reductions keep IREE's configuration
