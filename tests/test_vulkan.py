@@ -184,14 +184,42 @@ def test_special_values():
 
 
 # Kernels whose module compiles with the SPIR-V configuration but computes wrong results on
-# lavapipe; not run here, as they write outside their outputs. scatter_kernel (out[idx[i]] =
-# 2 * x[i]) stores values of an earlier launch at indices of an earlier launch, in 0 to 30 of
+# lavapipe, run in a process of their own as they write outside their outputs. scatter_kernel
+# (out[idx[i]] = 2 * x[i]) stores values of an earlier launch at indices of an earlier launch, in 0 to 30 of
 # 1000 elements per launch (for n = 1000 and 1024 alike), and can corrupt the process's heap
 # ("double free or corruption"). In the code IREE generates, each invocation writes its
 # element's value, index and mask to workgroup memory, and then every invocation runs the
 # scatter loop over all 128 elements, reading the other invocations' entries with no barrier
 # in between.
 SPIRV_CONFIG_WRONG = {"scatter_kernel": "stale values at stale indices: workgroup memory read with no barrier"}
+
+
+SCATTER_SIG = "x_ptr=*fp32,idx_ptr=*i32,out_ptr=*fp32,n=i32"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"scatter_kernel: {SPIRV_CONFIG_WRONG['scatter_kernel']}")
+def test_scatter(tmp_path):
+    # In a process of its own: the wrong stores can corrupt the heap. Each launch prints whether
+    # it was correct, so a crash after a wrong result still counts as one.
+    vmfb = tmp_path / "scatter.vmfb"
+    vmfb.write_bytes(vulkan_module(K.scatter_kernel, SCATTER_SIG, {"BLOCK": 128}))
+    code = textwrap.dedent(f"""
+        import torch
+        from triton_iree.aot import Launcher
+        run = Launcher({str(vmfb)!r}, "scatter_kernel", {SCATTER_SIG!r}, target="vulkan")
+        for _ in range(10):
+            x, idx = torch.randn(1000), torch.randperm(1300)[:1000].to(torch.int32)
+            out = torch.full((1300,), -7.0)
+            run(x, idx, out, 1000, grid=(8,))
+            want = torch.full((1300,), -7.0)
+            want[idx.long()] = x * 2
+            print("correct" if torch.equal(out, want) else "wrong", flush=True)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    results = r.stdout.split()
+    if not results or set(results) - {"correct", "wrong"}:
+        raise RuntimeError(f"the scatter process ended before a result ({r.returncode}): {r.stderr[-3000:]}")
+    assert "wrong" not in results, f"{results.count('wrong')} of {len(results)} launches wrong"
 
 
 def test_row_sum_and_argmax():
