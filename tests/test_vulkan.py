@@ -303,7 +303,8 @@ def test_matmul_stepped_and_transposed_pointers():
 # than 1, or a guarded store) makes IREE pick a root op of its own inside the loop and distribute
 # it over workgroups again; tiles carried by loops or ifs as vectors (layer norm's accumulators)
 # are wider than SPIR-V vectors; scalar accesses keep a binding subspan SPIR-V cannot lower.
-_COUNT_HINT = "'iree_codegen.workgroup_count_hint' op failed to resolve workgroup count hint in terms of workload ordinals"
+_COUNT_HINT = ("'iree_codegen.workgroup_count_hint' op failed to resolve workgroup count hint in terms of "
+               "workload ordinals")
 _WIDE_VECTOR = "failed to legalize operation"   # vector<256xf32> ops (vector.from_elements, arith.constant)
 _SUBSPAN = "failed to legalize operation 'hal.interface.binding.subspan' that was explicitly marked illegal"
 SPIRV_CONFIG_FAILURES = {
@@ -332,7 +333,8 @@ SPIRV_CONFIG_FAILURES = {
     "decayed_dot_kernel": ("a_ptr=*fp32,b_ptr=*fp32,c_ptr=*fp32,M=i32,N=i32,K=i32,decay=fp32",
                            {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
                            "uses 36864 bytes of shared memory; exceeded the limit of 32768 bytes"),
-    "int8_matmul_kernel": ("a_ptr=*i8,b_ptr=*i8,c_ptr=*i32,M=i32,N=i32,K=i32", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
+    "int8_matmul_kernel": ("a_ptr=*i8,b_ptr=*i8,c_ptr=*i32,M=i32,N=i32,K=i32",
+                           {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
                            "failed to legalize unresolved target materialization"),
 }
 
