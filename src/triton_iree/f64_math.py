@@ -1,7 +1,7 @@
 """fp64 math that IREE's llvm-cpu code would take from the C math library, which its executables
 cannot link (see NO_LIBM_F64 in lowering/targets/cpu.py), written with the f64 ops it lowers
-inline (log, expm1, exp, bit casts, arithmetic), each within a few ulp of the correctly rounded
-result:
+inline (log, exp, sqrt, bit casts, arithmetic), each within 1 to 3 ulp of numpy's results
+(measured over their whole range):
 
 - log2, log10: x = m * 2^e with m in [sqrt(1/2), sqrt(2)) (from the bits; subnormals scaled
   first), then e + log(m) / ln 2 and e * log10(2) + log(m) / ln 10: exact at powers of two (log2),
@@ -12,8 +12,11 @@ result:
 C's results at the edges: log2 / log10 of 0 is -inf, of negative numbers and NaN NaN, of inf inf;
 tanh(+-inf) = +-1 and tanh(-0) = -0; cbrt keeps 0, -0, +-inf and NaN.
 
-The other functions on that list (sin, cos, tan, asin, acos, atan, atan2, erf, fmod) need their
-own polynomials and argument reductions (Payne-Hanek for sin / cos / tan of large arguments) and
+- atan: fdlibm's reduction (to |x| < 7/16 around atan(1/2), atan(1), atan(3/2), pi/2) and odd
+  polynomial; asin(x) = atan(x / sqrt((1 - x)(1 + x))), acos(x) = 2 atan(sqrt((1 - x) / (1 + x))).
+
+The other functions on that list (sin, cos, tan, atan2, erf, fmod) need their own polynomials,
+special cases and argument reductions (Payne-Hanek for sin / cos / tan of large arguments) and
 stay refused.
 """
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Callable, Optional
 
 from . import tile as t
 
-FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt")
+FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt", "math.atan", "math.asin", "math.acos")
 
 
 def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.Value]) -> Optional[t.Value]:
@@ -39,7 +42,8 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
     def const(value, dtype: str = "f64") -> t.Value:
         return emit(t.Constant(value, t.with_dtype(x.type, dtype), loc))
 
-    return {"math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt}[opname](x, op, const)
+    return {"math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt,
+            "math.atan": _atan, "math.asin": _asin, "math.acos": _acos}[opname](x, op, const)
 
 
 def _cmp(op, pred: str, a: t.Value, b: t.Value) -> t.Value:
@@ -157,3 +161,71 @@ def _cbrt(x: t.Value, op, const) -> t.Value:
     keep = op("arith.ori", [zero, op("arith.ori", [_cmp(op, "oeq", a, const(float("inf"))), _cmp(op, "uno", a, a)],
                                      "i1")], "i1")
     return op("math.copysign", [_where(op, keep, a, res), x])
+
+
+# atan: fdlibm's (s_atan.c) reduction to |x| < 7/16 around atan(1/2), atan(1), atan(3/2), atan(inf),
+# and its odd polynomial.
+_AT = (3.33333333333329318027e-01, -1.99999999998764832476e-01, 1.42857142725034663711e-01,
+       -1.11111104054623557880e-01, 9.09088713343650656196e-02, -7.69187620504482999495e-02,
+       6.66107313738753120669e-02, -5.83357013379057348645e-02, 4.97687799461593236017e-02,
+       -3.65315727442169155270e-02, 1.62858201153657823623e-02)
+_ATAN_HI = (4.63647609000806093515e-01, 7.85398163397448278999e-01, 9.82793723247329054082e-01,
+            1.57079632679489655800e+00)
+_ATAN_LO = (2.26987774529616870924e-17, 3.06161699786838301793e-17, 1.39033110312309984516e-17,
+            6.12323399573676603587e-17)
+
+
+def _atan(x: t.Value, op, const) -> t.Value:
+    a = op("math.absf", [x])
+
+    def f(name, *xs):
+        return op(name, list(xs))
+    one, two = const(1.0), const(2.0)
+    # The reduced argument for each interval of |x|, and which interval.
+    r0 = f("arith.divf", f("arith.subf", f("arith.mulf", two, a), one), f("arith.addf", two, a))
+    r1 = f("arith.divf", f("arith.subf", a, one), f("arith.addf", a, one))
+    r2 = f("arith.divf", f("arith.subf", a, const(1.5)), f("arith.addf", one, f("arith.mulf", const(1.5), a)))
+    r3 = f("arith.divf", const(-1.0), a)
+    lt = [_cmp(op, "olt", a, const(b)) for b in (0.4375, 0.6875, 1.1875, 2.4375)]
+    r = _where(op, lt[0], a, _where(op, lt[1], r0, _where(op, lt[2], r1, _where(op, lt[3], r2, r3))))
+    hi = _where(op, lt[1], const(_ATAN_HI[0]), _where(op, lt[2], const(_ATAN_HI[1]),
+                                                      _where(op, lt[3], const(_ATAN_HI[2]), const(_ATAN_HI[3]))))
+    lo = _where(op, lt[1], const(_ATAN_LO[0]), _where(op, lt[2], const(_ATAN_LO[1]),
+                                                      _where(op, lt[3], const(_ATAN_LO[2]), const(_ATAN_LO[3]))))
+    z = f("arith.mulf", r, r)
+    w = f("arith.mulf", z, z)
+
+    def poly(coefs):
+        acc = const(coefs[-1])
+        for c in reversed(coefs[:-1]):
+            acc = f("arith.addf", const(c), f("arith.mulf", w, acc))
+        return acc
+    s1 = f("arith.mulf", z, poly(_AT[0::2]))
+    s2 = f("arith.mulf", w, poly(_AT[1::2]))
+    xs = f("arith.mulf", r, f("arith.addf", s1, s2))
+    small = f("arith.subf", r, xs)                                                  # |x| < 7/16
+    big = f("arith.subf", hi, f("arith.subf", f("arith.subf", xs, lo), r))
+    res = _where(op, lt[0], small, big)
+    res = _where(op, _cmp(op, "oge", a, const(2.0 ** 66)), const(_ATAN_HI[3] + _ATAN_LO[3]), res)
+    res = op("math.copysign", [res, x])
+    # Below 2^-27 (subnormals included) atan(x) rounds to x; NaN stays NaN.
+    _, _, sub = _bits(x, op, const)
+    keep = op("arith.ori", [op("arith.ori", [sub, _cmp(op, "olt", a, const(2.0 ** -27))], "i1"), _cmp(op, "uno", x, x)],
+              "i1")
+    return _where(op, keep, x, res)
+
+
+def _asin(x: t.Value, op, const) -> t.Value:
+    """atan(x / sqrt((1 - x)(1 + x))): 1 - x and 1 + x are exact where they cancel; x = +-1
+    gives atan(+-inf) = +-pi/2, |x| > 1 NaN."""
+    d = op("math.sqrt", [op("arith.mulf", [op("arith.subf", [const(1.0), x]), op("arith.addf", [const(1.0), x])])])
+    r = _atan(op("arith.divf", [x, d]), op, const)
+    # Below 2^-27 (subnormals included) asin(x) rounds to x.
+    _, _, sub = _bits(x, op, const)
+    return _where(op, op("arith.ori", [sub, _cmp(op, "olt", op("math.absf", [x]), const(2.0 ** -27))], "i1"), x, r)
+
+
+def _acos(x: t.Value, op, const) -> t.Value:
+    """2 atan(sqrt((1 - x) / (1 + x))): acos(-1) = 2 atan(inf) = pi, |x| > 1 NaN."""
+    q = op("arith.divf", [op("arith.subf", [const(1.0), x]), op("arith.addf", [const(1.0), x])])
+    return op("arith.mulf", [const(2.0), _atan(op("math.sqrt", [q]), op, const)])

@@ -1,6 +1,6 @@
 """fp64 math that IREE's CPU code would take from the C math library (which its executables
 cannot link), computed inline by triton-iree (src/triton_iree/f64_math.py): tl.log2 and, through
-tl.extra.libdevice, log2, log10, tanh and cbrt. Compared with numpy's float64 results in ulp over
+tl.extra.libdevice, log2, log10, tanh, cbrt, atan, asin and acos. Compared with numpy's float64 results in ulp over
 the whole range: random magnitudes from the smallest subnormal to the largest double, values near
 1, powers of two and ten, and C's results at 0, -0, +-inf, NaN and negative arguments."""
 import numpy as np
@@ -26,14 +26,21 @@ def f64_kernel(x_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
         y = libdevice.log10(x)
     elif OP == "tanh":
         y = libdevice.tanh(x)
+    elif OP == "atan":
+        y = libdevice.atan(x)
+    elif OP == "asin":
+        y = libdevice.asin(x)
+    elif OP == "acos":
+        y = libdevice.acos(x)
     else:
         y = libdevice.cbrt(x)
     tl.store(out_ptr + offs, y, mask=m)
 
 
-REFS = {"tl.log2": np.log2, "log2": np.log2, "log10": np.log10, "tanh": np.tanh, "cbrt": np.cbrt}
-# The most ulp measured over these inputs (x86-64, IREE 3.13): log2 1, log10 2, tanh 3, cbrt 3.
-MAX_ULP = {"tl.log2": 1, "log2": 1, "log10": 2, "tanh": 3, "cbrt": 3}
+REFS = {"tl.log2": np.log2, "log2": np.log2, "log10": np.log10, "tanh": np.tanh, "cbrt": np.cbrt,
+        "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos}
+# The most ulp measured over these inputs (x86-64, IREE 3.13).
+MAX_ULP = {"tl.log2": 1, "log2": 1, "log10": 2, "tanh": 3, "cbrt": 3, "atan": 1, "asin": 2, "acos": 2}
 
 
 def _inputs(op: str) -> np.ndarray:
@@ -43,7 +50,10 @@ def _inputs(op: str) -> np.ndarray:
         rng.uniform(0.5, 2.0, 3000), 1 + rng.uniform(-1e-8, 1e-8, 500),
         2.0 ** np.arange(-1074, 1024), 10.0 ** np.arange(-300, 301),
         [0.0, np.inf, np.nan, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1 + 2 ** -52, 1 - 2 ** -53]])
-    if op in ("tanh", "cbrt"):
+    if op in ("asin", "acos"):
+        x = np.concatenate([x[x <= 1], -x[x <= 1], rng.uniform(-1, 1, 6000), 1 - rng.uniform(0, 1e-6, 500),
+                            -1 + rng.uniform(0, 1e-6, 500), [1.0, -1.0, 1.5, -1.5, np.inf, np.nan]])
+    elif op in ("tanh", "cbrt", "atan"):
         x = np.concatenate([x, -x, rng.uniform(-25, 25, 3000), rng.uniform(-1e-4, 1e-4, 1000)])
     else:
         x = np.concatenate([x, [-0.0, -1.0, -np.inf, -5e-324]])
@@ -56,7 +66,7 @@ def _ulps(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
         return np.where(same, 0.0, np.abs(got - ref) / np.spacing(np.abs(ref)))
 
 
-@pytest.mark.construct("tl.log2 / libdevice log2, log10, tanh, cbrt on fp64 (inline, no libm)")
+@pytest.mark.construct("tl.log2 / libdevice log2, log10, tanh, cbrt, atan, asin, acos on fp64 (inline, no libm)")
 @pytest.mark.parametrize("op", list(REFS))
 def test_f64_function_within_a_few_ulp(op):
     x = _inputs(op)
@@ -76,7 +86,7 @@ def test_f64_function_within_a_few_ulp(op):
     assert np.array_equal(np.signbit(got[ref == 0]), np.signbit(ref[ref == 0]))
 
 
-@pytest.mark.construct("tl.log2 / libdevice log2, log10, tanh, cbrt on fp64 (inline, no libm)")
+@pytest.mark.construct("tl.log2 / libdevice log2, log10, tanh, cbrt, atan, asin, acos on fp64 (inline, no libm)")
 def test_f64_log2_is_exact_at_powers_of_two():
     x = 2.0 ** np.arange(-1074, 1024)
     out = torch.zeros(len(x), dtype=torch.float64)
