@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import iree.runtime as rt
+import numpy as np
 from iree.runtime._binding import create_hal_driver
 
 from .checks import RECORD_FIELDS
@@ -114,14 +115,12 @@ INLINE_DRIVER = "local-sync"
 # Drivers whose buffers are GPU memory: they take torch CUDA (or ROCm) tensors through DLPack.
 GPU_MEMORY_DRIVERS = ("cuda", "hip")
 
-# Drivers that take torch CPU tensors by importing their host memory, with the alignment each
-# needs of the imported address and byte length. IREE's CPU drivers need 64 bytes (see
-# IMPORT_ALIGNMENT). The vulkan driver imports host memory through VK_EXT_external_memory_host,
-# whose minImportedHostPointerAlignment (4096 on Mesa's lavapipe and on common GPUs) applies to
-# the address and to the size, so a tensor is imported from the page-aligned address at or
-# before its first element through the end of the page that holds its storage's last byte: both
-# in pages the storage already occupies. Its buffer view still ends where the storage ends.
-HOST_IMPORT_ALIGNMENT = {"local-task": 64, "local-sync": 64, "vulkan": 4096}
+# Drivers that take torch CPU tensors, with the alignment of the buffer each tensor is passed in
+# (see IMPORT_ALIGNMENT). IREE's CPU drivers import the tensors' memory in place. The vulkan
+# driver gets a copy (`_VulkanCopies`): importing host memory there
+# (VK_EXT_external_memory_host) needs whole pages, and pages a tensor shares with other objects
+# were measured to be corrupted on Mesa's lavapipe (malloc's own lists, in the same process).
+HOST_IMPORT_ALIGNMENT = {"local-task": 64, "local-sync": 64, "vulkan": 64}
 
 
 def takes_host_memory(driver: str) -> bool:
@@ -175,16 +174,20 @@ class LoadedKernel:
         if checks is not None:
             return checks.launch(self, plans, values, grid, shared)
         spans = check_arguments(self.dev, plans, values, grid, self.name)
-        # vulkan's spans start at page boundaries, where distinct tensors in one page would look
-        # like memory they share: compare the storage from its 64-byte aligned base instead.
-        storage = [import_span(v) for p, v in zip(plans, values) if p.is_buffer] \
-            if shared is not None and self.dev.driver == "vulkan" else spans
-        if shared is not None and shared.needed(storage):
+        if shared is not None and shared.needed(spans):
+            if self.dev.driver == "vulkan":
+                raise LaunchError("pointer arguments that share memory are not supported on vulkan, where each "
+                                  "tensor is passed as a copy; nothing ran", kernel=self.name)
             return shared.kernel(self).launch(plans, values, grid)
         ctx = self.main
         if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
                                sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
             ctx = self.inline or self._make_inline()
+        if ctx.dev.driver == "vulkan":
+            _vulkan_launch.copies = copies = _VulkanCopies()
+            args = build_arguments(ctx.dev, plans, values, grid, spans)
+            self._invoke(ctx, args)
+            return copies.write_back()
         if not ctx.dev.driver.startswith("local"):
             args = build_arguments(ctx.dev, plans, values, grid, spans)
             torch_stream_sync()
@@ -301,7 +304,7 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     want = _ELEMENT_TYPES.get(dtype)
     base, nbytes, _ = span or import_span(tensor, HOST_IMPORT_ALIGNMENT.get(dev.driver, IMPORT_ALIGNMENT))
     if dev.driver == "vulkan":
-        return _import_vulkan(dev, base, nbytes, dtype)
+        return _vulkan_launch.copies.buffer(dev, tensor, base, nbytes, dtype)
     if want is not None and nbytes > 0 and dev.driver.startswith("local"):
         # Host memory: import the address range directly instead of a DLPack round trip
         # (0.5 us a tensor when cached, 1.4 us when not, against 4.5 us through DLPack).
@@ -322,27 +325,40 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     return bv
 
 
-def _import_vulkan(dev: Device, base: int, nbytes: int, dtype: str) -> rt.HalBufferView:
-    """Host memory [base, base + nbytes) as a vulkan buffer view of `dtype` elements, zero-copy:
-    the import covers whole pages (HOST_IMPORT_ALIGNMENT), the view only the storage. Imports
-    are made for one launch and released after it, never cached: a Vulkan driver may pin the
-    pages while they are imported, and the memory belongs to the caller."""
-    want = _ELEMENT_TYPES[dtype]
-    if nbytes == 0:
-        # No storage to import, and Vulkan has no empty bindings: a one-element buffer of the
-        # device's own stands in for it, so the kernel never reaches the caller's memory.
-        buf = dev.device.allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
-                                                   allowed_usage=rt.BufferUsage.DEFAULT,
-                                                   allocation_size=_ELEMENT_BYTES[dtype])
-        return rt.HalBufferView(buf, (1,), want)
-    page = HOST_IMPORT_ALIGNMENT["vulkan"]
-    mem = (ctypes.c_char * (-(-nbytes // page) * page)).from_address(base)
-    try:
-        buf = dev.device.allocator.import_host_allocation(mem, _HOST_MEMORY, rt.BufferUsage.DEFAULT)
-    except Exception as e:   # the runtime raises plain RuntimeError / ValueError
-        raise LaunchError(f"the vulkan device cannot import the host memory at {base:#x} ({nbytes} bytes), so "
-                          f"the kernel did not run and no tensor was changed: {e}") from None
-    return rt.HalBufferView(buf, (nbytes // _ELEMENT_BYTES[dtype],), want)
+class _VulkanCopies:
+    """The tensors of one vulkan launch, passed as copies: `buffer` copies each tensor's bytes
+    into a device buffer; `write_back` copies the bytes of each tensor's own storage that the
+    launch changed back into it. Nothing is written back unless the launch finished, so a failed
+    launch leaves every tensor as it was."""
+
+    def __init__(self):
+        self.copies: list = []
+
+    def buffer(self, dev: Device, tensor, base: int, nbytes: int, dtype: str) -> rt.HalBufferView:
+        want = _ELEMENT_TYPES[dtype]
+        host = np.frombuffer((ctypes.c_char * nbytes).from_address(base), dtype=np.uint8) if nbytes else \
+            np.zeros(_ELEMENT_BYTES[dtype], np.uint8)   # Vulkan has no empty bindings
+        buf = dev.device.allocator.allocate_buffer_copy(
+            memory_type=rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE,
+            allowed_usage=rt.BufferUsage.DEFAULT | rt.BufferUsage.MAPPING,
+            device=dev.device, buffer=host)
+        if nbytes:
+            # Written back: the bytes of the buffer that are the tensor's own storage (the buffer
+            # may start before it, at the aligned address before the first element).
+            start = max(base, tensor.untyped_storage().data_ptr())
+            self.copies.append((buf, base, nbytes, start, base + nbytes - start))
+        return rt.HalBufferView(buf, (max(nbytes, len(host)) // _ELEMENT_BYTES[dtype],), want)
+
+    def write_back(self) -> None:
+        for buf, base, nbytes, start, size in self.copies:
+            got = buf.map().asarray([nbytes], np.dtype("uint8"))[start - base:start - base + size]
+            mine = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(start))
+            if not np.array_equal(got, mine):
+                np.copyto(mine, got)
+        self.copies.clear()
+
+
+_vulkan_launch = threading.local()
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ class GpuTiling:
     """Per-dispatch GPU configuration: `num_warps` warps of `subgroup_size` threads."""
     num_warps: int = 4
     subgroup_size: int = 32
+    spirv: bool = False       # Vulkan: IREE's SPIR-V pipelines
 
     @property
     def threads(self) -> int:
@@ -42,6 +43,10 @@ class GpuTiling:
     def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         zeros = ", ".join("0" for _ in loops)
         thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
+        if self.spirv:
+            return (f"#iree_codegen.compilation_info<lowering_config = #iree_codegen.lowering_config<tile_sizes = "
+                    f"[[{zeros}], [{thread}]]>, translation_info = #iree_codegen.translation_info<pipeline = "
+                    f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads}, 1, 1]>>")
         fields = [f"workgroup = [{zeros}]", f"thread = [{thread}]"]
         if "reduction" in iterators:
             fields.append("reduction = [" + ", ".join("1" if it == "reduction" else "0" for it in iterators) + "]")
@@ -50,7 +55,8 @@ class GpuTiling:
                 f"workgroup_size = [{self.threads}, 1, 1] subgroup_size = {self.subgroup_size}>>")
 
 
-def gpu_options(num_warps: int = 4) -> EmitOptions:
+def gpu_options(num_warps: int = 4, target: str = "cuda") -> EmitOptions:
     """One program per workgroup, masked tiles only (a separate full-tile version of each program
     pays off on CPUs, where masked vector accesses are slow; GPU threads mask for free)."""
-    return EmitOptions(max_workgroups=None, gpu_tiling=GpuTiling(num_warps=num_warps), full_tiles=False)
+    return EmitOptions(max_workgroups=None, full_tiles=False,
+                       gpu_tiling=GpuTiling(num_warps=num_warps, spirv=target == "vulkan"))
