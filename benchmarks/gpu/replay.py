@@ -85,8 +85,12 @@ def main() -> None:
         except Exception as e:
             status = f"error: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
         results[path.name] = {"test": rec_test, "status": status}
-        if status != "ok":
+        if status != "ok" and not status.startswith("not compiled"):
             print(f"{path.name} {rec_test}: {status}", flush=True)
+        if len(results) % 100 == 0:
+            print(f"... {len(results)} launches: " + ", ".join(
+                f"{k}: {v}" for k, v in sorted(Counter(r["status"].split(":")[0] for r in results.values()).items())),
+                flush=True)
     kinds = Counter(r["status"].split(":")[0] for r in results.values())
     tests = {}
     for r in results.values():
