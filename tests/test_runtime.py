@@ -151,3 +151,15 @@ def test_from_numpy_tensors_that_are_only_16_byte_aligned_are_used_in_place(misa
     _launch(tx, ty, tout)
     # The kernel wrote the caller's numpy memory: nothing was copied.
     np.testing.assert_array_equal(out, 2 * x + y)
+
+
+def test_dlpack_import_of_fp8_tensors():
+    """IREE's DLPack import knows no fp8 types: fp8 tensors go through as bytes, retyped."""
+    dev = runtime.get_device("local-task")
+    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module)
+    t = torch.arange(64, dtype=torch.float32).to(torch.float8_e5m2)
+    bv = runtime.import_tensor(dl, t, "f8E5M2")
+    assert int(bv.element_type) == int(runtime.rt.HalElementType.FLOAT_8_E5M2)
+    view, _ = runtime.flat_view(t)
+    mapped = bv.get_buffer().map().asarray([view.numel()], np.dtype(np.uint8))
+    assert mapped.ctypes.data == view.data_ptr() and bv.shape == [view.numel()]   # zero-copy

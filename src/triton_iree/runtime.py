@@ -128,6 +128,11 @@ def takes_host_memory(driver: str) -> bool:
     return driver in HOST_IMPORT_ALIGNMENT
 
 
+def torch_uint8():
+    import torch
+    return torch.uint8
+
+
 def torch_stream_sync() -> None:
     """Orders a GPU launch after the work torch queued: waits for torch's current CUDA stream.
     IREE runs the launch on streams of its own and returns when it has finished, so work that
@@ -319,6 +324,8 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
             bv = _host_views[key] = rt.HalBufferView(buf, (nbytes // _ELEMENT_BYTES[dtype],), want)
         return bv
     view, _ = flat_view(tensor)
+    if view.element_size() == 1 and view.is_floating_point():
+        view = view.view(torch_uint8())     # IREE's DLPack import has no fp8 types; the bytes are the same
     bv = dev.device.from_dlpack_capsule(view.__dlpack__())
     if want is not None and bv.element_type != want:
         bv = rt.HalBufferView(bv.get_buffer(), bv.shape, want)
