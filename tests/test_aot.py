@@ -193,3 +193,18 @@ def test_regular_parameter_specialized_to_a_constant():
     np.testing.assert_array_equal(res, x)
     with pytest.raises(InputError, match="both a type in the signature and a --constexpr value"):
         aot.compile_kernel(strided_copy_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32,stride=i32", {"stride": 1, "BLOCK": 64})
+
+
+def test_launching_needs_neither_triton_nor_the_iree_compiler():
+    """The machine that runs a compiled module needs iree-base-runtime (and torch) only."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'triton' or name.startswith(('triton.', 'iree.compiler')):\n"
+            "            raise ImportError('blocked ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from triton_iree.aot import Launcher\n"
+            "import triton_iree.runtime\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
