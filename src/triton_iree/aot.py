@@ -207,7 +207,7 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     if metadata.get("prints"):   # Triton's launcher prints them (prints.Printer); a module alone cannot
         raise UnsupportedError("tl.device_print (tt.print) is not supported by triton-iree in a kernel compiled "
                                "ahead of time (the launcher prints)", kernel=metadata["name"],
-                               loc=metadata["prints"][0]["loc"])
+                               loc=metadata["prints"]["sites"][0]["loc"])
     return AotKernel(metadata["name"], module, stages["vmfb"](module, metadata) if vmfb else None)
 
 

@@ -92,11 +92,7 @@ class _Instrumenter:
         state = self.visit(k.body, (zero.result, zero.result))
         self.loc = k.loc
         self.block = k.body
-        ids = [self.ew("arith.extsi", [self.emit(t.ProgramId(a, self.loc))], "i64") for a in range(3)]
-        grid = [self.ew("arith.extsi", [self.emit(t.NumPrograms(a, self.loc))], "i64") for a in range(2)]
-        slot = self.ew("arith.addi", [ids[1], self.ew("arith.muli", [grid[1], ids[2]], "i64")], "i64")
-        slot = self.ew("arith.addi", [ids[0], self.ew("arith.muli", [grid[0], slot], "i64")], "i64")
-        at = self.ew("arith.muli", [slot, self.i64(RECORD_FIELDS)], "i64")
+        at = self.ew("arith.muli", [t.program_slot(self.emit, self.loc), self.i64(RECORD_FIELDS)], "i64")
         at = self.ew("arith.addi", [self.record_base.value, at], "i64")
         failed = self.ew("arith.cmpi", [state[0], self.i64(0)], "i1", predicate="ne")
         for j, v in enumerate(state):
@@ -116,31 +112,10 @@ class _Instrumenter:
                 failed = self.any(self.negate(op.cond))
                 state = self.update(failed, state[1], Site("assert", "", op.loc, op.message), state)
                 continue
-            elif isinstance(op, t.For) and _has_checks(op.body):
-                op.inits += state
-                args = [t.Value(I64, op.body, "chk") for _ in state]
-                op.body.args += args
-                op.body.yields += self.visit(op.body, tuple(args))
-                state = self._add_results(op, len(state))
-            elif isinstance(op, t.While) and _has_checks(op):
-                op.inits += state
-                for blk in (op.before, op.after):
-                    args = [t.Value(I64, blk, "chk") for _ in state]
-                    blk.args += args
-                    blk.yields += self.visit(blk, tuple(args))
-                state = self._add_results(op, len(state))
-            elif isinstance(op, t.If) and _has_checks(op):
-                op.then.yields += self.visit(op.then, state)
-                op.otherwise.yields += self.visit(op.otherwise, state)
-                state = self._add_results(op, len(state))
+            elif isinstance(op, (t.For, t.While, t.If)) and _has_checks(op):
+                state = t.carry(op, state, self.visit)
             block.ops.append(op)
         return state
-
-    @staticmethod
-    def _add_results(op: t.Op, n: int) -> tuple:
-        new = [t.Value(I64, op) for _ in range(n)]
-        op.results += new
-        return tuple(new)
 
     def access(self, op: t.Load | t.Store | t.Atomic, state: tuple) -> tuple:
         """Checks op's offsets against its buffer's extent. A failing access is not performed at

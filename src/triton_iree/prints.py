@@ -1,21 +1,31 @@
 """`tl.device_print` (and `print` in a kernel), printed per program as Triton's interpreter
 prints it: one line per printed value, `(x, y, z) prefix value`, the value as numpy prints it.
 
-IREE's CPU code has no printf. So each printed value becomes a store into an extra output
-buffer, one slot per program (its linear program id x + gx * (y + gy * z)), and the launcher
-prints the slots after the launch, program by program in the interpreter's order (program id
-2 varying fastest), each program's prints in program order.
+IREE's CPU code has no printf. So each program logs what it prints into extra output buffers,
+and the launcher prints the logs after the launch, program by program in the interpreter's
+order (program id 2 varying fastest), each program's prints in the order it ran them.
+
+A program counts its prints in a scalar that is carried through loops and ifs (so a print in
+a loop prints once an iteration). Its k-th print writes, at entry `slot * capacity + k` (slot:
+the linear program id x + gx * (y + gy * z)), its site's number into the site log and each
+printed value into that value's buffer; at its end the program stores its count. A program
+that prints more than `capacity` times keeps its first `capacity` prints, and the launcher
+says how many it did not keep. The launcher picks the capacity: the number of prints when
+none is inside a loop or an if (each runs once), else as many as fit in
+TRITON_IREE_PRINT_BUFFER_MB (default 64) for all programs, at most
+TRITON_IREE_PRINTS_PER_PROGRAM (default 1000).
 
 Launch ABI added after the kernel's own arguments: one buffer per printed value (the value's
-element type, i8 for booleans; `programs * numel` elements), whose base offsets come last.
-
-Prints run where they are: at the kernel's top level. A print inside a loop or an `if` (how
-many times it prints depends on the data) is refused, and so is a print in checked mode
-(Triton's debug switch), whose extra arguments this ABI does not combine with.
+element type, i8 for booleans; `programs * capacity * numel` elements), the site log (i32,
+`programs * capacity`), the counts (i64, one per program), then the capacity (i64 scalar);
+their base offsets come last, in that order.
 """
 from __future__ import annotations
 
+import itertools
 import math
+import os
+import sys
 from typing import Sequence
 
 from . import tile as t
@@ -25,96 +35,164 @@ from .errors import UnsupportedError
 _TORCH = {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "f16": "float16", "bf16": "bfloat16",
           "f32": "float32", "f64": "float64"}
 _UNSIGNED = {"i8": "uint8", "i16": "uint16", "i32": "uint32", "i64": "uint64"}
+_BYTES = {"i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+I64 = t.ScalarType("i64")
 
 
-def instrument(kernel: t.Kernel, debug: bool) -> list[dict]:
-    """Replaces the kernel's Print ops by stores into new buffer parameters; returns what the
-    launcher needs to print them (JSON-able)."""
-    nested = [op for op in kernel.body.ops for region in op.regions() for op in region.walk() if isinstance(op, t.Print)]
-    if nested:
-        raise UnsupportedError("tl.device_print inside a loop or an if is not supported by triton-iree (only at the "
-                               "kernel's top level)", kernel=kernel.name, loc=nested[0].loc)
-    prints = [op for op in kernel.body.ops if isinstance(op, t.Print)]
-    if not prints:
-        return []
-    if debug:
-        raise UnsupportedError("tl.device_print in checked mode (TRITON_DEBUG=1 / debug=True) is not supported by "
-                               "triton-iree", kernel=kernel.name, loc=prints[0].loc)
-    records, ops = [], []
-    slot = None
-    for op in kernel.body.ops:
-        if not isinstance(op, t.Print):
-            ops.append(op)
-            continue
+def _has_prints(op_or_block) -> bool:
+    blocks = op_or_block.regions() if isinstance(op_or_block, t.Op) else [op_or_block]
+    return any(isinstance(op, t.Print) for b in blocks for op in b.walk())
 
-        def emit(o: t.Op) -> t.Value:
-            ops.append(o)
-            return o.results[0]
 
-        def i64(v: t.Value) -> t.Value:
-            return emit(t.Elementwise("arith.extsi", [v], t.with_dtype(v.type, "i64"), loc=op.loc))
+class _Instrumenter:
+    def __init__(self, kernel: t.Kernel):
+        self.k = kernel
+        self.records: list[dict] = []
+        self.buffers: list[t.Param] = []     # one a printed value, in print order
+        self.bases: dict[int, t.Param] = {}  # each buffer's base offset (an i64 scalar parameter)
+        self.block, self.loc = kernel.body, kernel.loc
 
-        def ew(name: str, a: t.Value, b: t.Value) -> t.Value:
-            return emit(t.Elementwise(name, [a, b], a.type, loc=op.loc))
+    def buffer(self, name: str, dtype: str) -> t.Param:
+        """A new buffer parameter, with its base offset (numbered when they join the kernel)."""
+        p = t.Param(-1, name, dtype, True)
+        self.bases[id(p)] = base = t.Param(-1, f"{name}_base", "i64", False)
+        base.value = t.Value(I64, None, base.name)
+        return p
 
-        if slot is None:
-            x, y, z = (i64(emit(t.ProgramId(a, op.loc))) for a in range(3))
-            nx, ny = (i64(emit(t.NumPrograms(a, op.loc))) for a in range(2))
-            slot = ew("arith.addi", x, ew("arith.muli", nx, ew("arith.addi", y, ew("arith.muli", ny, z))))
+    def base(self, p: t.Param) -> t.Value:
+        return self.bases[id(p)].value
+
+    def emit(self, op: t.Op) -> t.Value | None:
+        self.block.ops.append(op)
+        return op.results[0] if op.results else None
+
+    def ew(self, name: str, a: t.Value, b: t.Value, dtype: str = "i64", **attrs) -> t.Value:
+        return self.emit(t.Elementwise(name, [a, b], t.with_dtype(a.type, dtype), attrs, self.loc))
+
+    def i64(self, value: int) -> t.Value:
+        return self.emit(t.Constant(value, I64, self.loc))
+
+    def run(self) -> dict:
+        k = self.k
+        for op in k.walk():
+            if any(_has_prints(r) for r in op.regions()) and not isinstance(op, (t.For, t.While, t.If)):
+                raise UnsupportedError(f"tl.device_print inside the combine function of a {op.name.lower()} is "
+                                       "not supported by triton-iree", kernel=k.name, loc=op.loc)
+        # Every print is at the top level when no loop or if holds one: each runs once.
+        fixed = not any(_has_prints(op) for op in k.body.ops if op.regions())
+        ops, k.body.ops = k.body.ops, []
+        self.sites, self.counts = self.buffer("print_sites", "i32"), self.buffer("print_counts", "i64")
+        self.capacity = t.Param(-1, "print_capacity", "i64", False)
+        self.capacity.value = t.Value(I64, None, self.capacity.name)
+        self.slot = t.program_slot(self.emit, k.loc)
+        self.entry0 = self.ew("arith.muli", self.slot, self.capacity.value)
+        k.body.ops += ops
+        count = self.visit(k.body, (self.i64(0),))[0]
+        self.block, self.loc = k.body, k.loc
+        self.emit(t.Store(self.counts, self.ew("arith.addi", self.base(self.counts), self.slot), count, None, k.loc))
+        for p in (*self.buffers, self.sites, self.counts, self.capacity):
+            p.index = len(k.params) + len(k.base_offsets)
+            k.params.append(p)
+            if p.is_buffer:
+                self.bases[id(p)].index = p.index + 1
+                k.base_offsets.append(self.bases[id(p)])
+        return {"sites": self.records, "fixed": len(self.records) if fixed else 0}
+
+    def visit(self, block: t.Block, state: tuple) -> tuple:
+        ops, block.ops = block.ops, []
+        for op in ops:
+            self.block, self.loc = block, op.loc
+            if isinstance(op, t.Print):
+                state = (self.print(op, state[0]),)
+                continue
+            if isinstance(op, (t.For, t.While, t.If)) and _has_prints(op):
+                state = t.carry(op, state, self.visit)
+            block.ops.append(op)
+        return state
+
+    def print(self, op: t.Print, k: t.Value) -> t.Value:
+        """Logs `op` as this program's print number `k` (if `k` < capacity); the next number."""
+        keep = self.ew("arith.cmpi", k, self.capacity.value, "i1", predicate="slt")
+        entry = self.ew("arith.addi", self.entry0, k)
+        site = self.emit(t.Constant(len(self.records), t.ScalarType("i32"), self.loc))
+        self.emit(t.Store(self.sites, self.ew("arith.addi", self.base(self.sites), entry), site, keep, self.loc))
         values = []
         for v, signed in zip(op.values, op.signed + [True] * len(op.values)):
             dtype = "i8" if v.dtype == "i1" else v.dtype
             if dtype not in _TORCH:
                 raise UnsupportedError(f"tl.device_print of {v.dtype} is not supported by triton-iree",
-                                       kernel=kernel.name, loc=op.loc)
+                                       kernel=self.k.name, loc=op.loc)
+            buf = self.buffer(f"print{len(self.buffers)}", dtype)
+            self.buffers.append(buf)
             numel = math.prod(v.shape)
-            index = len(kernel.params) + len(kernel.base_offsets)
-            buf = t.Param(index, f"print{len(kernel.params)}", dtype, True)
-            base = t.Param(index + 1, f"{buf.name}_base", "i64", False)
-            base.value = t.Value(t.ScalarType("i64"), None, base.name)
-            kernel.params.append(buf)
-            kernel.base_offsets.append(base)
-            at = ew("arith.addi", base.value, ew("arith.muli", slot, emit(t.Constant(numel, t.ScalarType("i64"), op.loc))))
+            at = self.ew("arith.addi", self.base(buf), self.ew("arith.muli", entry, self.i64(numel)))
+            mask = keep
             if v.is_tile:
-                flat = emit(t.MakeRange(0, numel, op.loc))
+                flat = self.emit(t.MakeRange(0, numel, op.loc))
                 if len(v.shape) != 1:
-                    flat = emit(t.Reshape(flat, t.TileType(v.shape, "i32"), op.loc))
-                at = ew("arith.addi", emit(t.Splat(at, t.TileType(v.shape, "i64"), op.loc)), i64(flat))
-            value = v if v.dtype != "i1" else emit(t.Elementwise("arith.extui", [v], t.with_dtype(v.type, "i8"),
-                                                                 loc=op.loc))
-            ops.append(t.Store(buf, at, value, None, op.loc))
+                    flat = self.emit(t.Reshape(flat, t.TileType(v.shape, "i32"), op.loc))
+                flat = self.emit(t.Elementwise("arith.extsi", [flat], t.with_dtype(flat.type, "i64"), loc=op.loc))
+                at = self.ew("arith.addi", self.emit(t.Splat(at, flat.type, op.loc)), flat)
+                mask = self.emit(t.Splat(keep, t.with_dtype(flat.type, "i1"), op.loc))
+            value = v if v.dtype != "i1" else self.emit(
+                t.Elementwise("arith.extui", [v], t.with_dtype(v.type, "i8"), loc=op.loc))
+            self.emit(t.Store(buf, at, value, mask, op.loc))
             values.append({"dtype": dtype, "bool": v.dtype == "i1", "signed": signed, "shape": list(v.shape)})
-        records.append({"prefix": op.prefix, "hex": op.hex, "values": values, "loc": op.loc})
-    kernel.body.ops = ops
-    return records
+        self.records.append({"prefix": op.prefix, "hex": op.hex, "values": values, "loc": op.loc})
+        return self.ew("arith.addi", k, self.i64(1))
+
+
+def instrument(kernel: t.Kernel) -> dict:
+    """Replaces the kernel's Print ops by stores into new buffer parameters; returns what the
+    launcher needs to print them (JSON-able; empty when the kernel prints nothing)."""
+    if not any(isinstance(op, t.Print) for op in kernel.walk()):
+        return {}
+    return _Instrumenter(kernel).run()
 
 
 class Printer:
-    """Passes the print buffers of a kernel that prints, and prints them after the launch."""
+    """Passes the print logs of a kernel that prints, and prints them after the launch."""
 
-    def __init__(self, records: list[dict]):
+    def __init__(self, info: dict):
         from .runtime import ArgPlan
-        self.records = records
-        self.values = [v for r in records for v in r["values"]]
-        self.plans = [ArgPlan(f"print{i}", True, v["dtype"]) for i, v in enumerate(self.values)]
+        self.records, self.fixed = info["sites"], info["fixed"]
+        self.values = [v for r in self.records for v in r["values"]]
+        # Bytes a print entry takes in the logs: its site number and every value's buffer.
+        self.entry_bytes = 4 + sum(_BYTES[v["dtype"]] * max(1, math.prod(v["shape"])) for v in self.values)
+        self.plans = [*(ArgPlan(f"print{i}", True, v["dtype"]) for i, v in enumerate(self.values)),
+                      ArgPlan("print_sites", True, "i32"), ArgPlan("print_counts", True, "i64"),
+                      ArgPlan("print_capacity", False, "i64", "int")]
 
     @staticmethod
     def of(metadata) -> "Printer | None":
-        records = getattr(metadata, "prints", None)
-        return Printer(records) if records else None
+        info = getattr(metadata, "prints", None)
+        return Printer(info) if info else None
 
-    def launch(self, function, plans: Sequence, values: Sequence, grid: Sequence[int], shared) -> None:
+    def capacity(self, programs: int) -> int:
+        """Prints kept per program: all of them when each print runs once, else as many as the
+        buffers' budget holds (at least 1, at most TRITON_IREE_PRINTS_PER_PROGRAM)."""
+        if self.fixed:
+            return self.fixed
+        budget = float(os.environ.get("TRITON_IREE_PRINT_BUFFER_MB", "64")) * 2 ** 20
+        most = int(os.environ.get("TRITON_IREE_PRINTS_PER_PROGRAM", "1000"))
+        return max(1, min(most, int(budget // (programs * self.entry_bytes))))
+
+    def launch(self, function, plans: Sequence, values: Sequence, grid: Sequence[int], checks, shared) -> None:
         import torch
-        n = grid[0] * grid[1] * grid[2]
-        bufs = [torch.zeros(max(n, 1) * max(1, math.prod(v["shape"])), dtype=getattr(torch, _TORCH[v["dtype"]]))
+        n = max(1, grid[0] * grid[1] * grid[2])
+        cap = self.capacity(n)
+        logs = [torch.zeros(n * cap * max(1, math.prod(v["shape"])), dtype=getattr(torch, _TORCH[v["dtype"]]))
                 for v in self.values]
-        function.launch([*plans, *self.plans], [*values, *bufs], grid, None, shared)
-        self.print(bufs, grid)
+        sites, counts = torch.zeros(n * cap, dtype=torch.int32), torch.zeros(n, dtype=torch.int64)
+        try:
+            function.launch([*plans, *self.plans], [*values, *logs, sites, counts, cap], grid, checks, shared)
+        finally:   # what ran printed, also when checked mode raises
+            self.print(logs, sites, counts, cap, grid)
 
-    def print(self, bufs: list, grid: Sequence[int]) -> None:
+    def print(self, logs: list, sites, counts, cap: int, grid: Sequence[int]) -> None:
         import numpy as np
         arrays = []
-        for v, b in zip(self.values, bufs):
+        for v, b in zip(self.values, logs):
             if v["dtype"] == "bf16":
                 b = b.float()
             a = b.numpy()
@@ -123,21 +201,29 @@ class Printer:
             elif not v["signed"] and v["dtype"] in _UNSIGNED:
                 a = a.view(_UNSIGNED[v["dtype"]])
             arrays.append(a.reshape(-1, max(1, math.prod(v["shape"]))))
+        # The first of each site's values among the value buffers.
+        first = list(itertools.accumulate((len(r["values"]) for r in self.records), initial=0))
+        sites, counts = sites.numpy(), counts.numpy()
         for x in range(grid[0]):
             for y in range(grid[1]):
                 for z in range(grid[2]):
                     slot = x + grid[0] * (y + grid[1] * z)
-                    it = iter(zip(self.values, arrays))
-                    for record in self.records:
+                    for entry in range(slot * cap, slot * cap + min(cap, int(counts[slot]))):
+                        site = int(sites[entry])
+                        record = self.records[site]
                         msg = f"({x}, {y}, {z})" + (f" {record['prefix']}" if record["prefix"] else "")
                         if record["hex"]:
                             np.set_printoptions(formatter={"all": lambda e: f"0x{e:02x}"})
                         try:
-                            for _ in record["values"]:
-                                v, a = next(it)
+                            for j, v in enumerate(record["values"]):
+                                a = arrays[first[site] + j]
                                 # A scalar prints as an array of one, as in the interpreter.
-                                value = a[slot].reshape(v["shape"]) if v["shape"] else a[slot]
+                                value = a[entry].reshape(v["shape"]) if v["shape"] else a[entry]
                                 print(msg + f" {value}")
                         finally:
                             if record["hex"]:
                                 np.set_printoptions(formatter=None)
+                    if counts[slot] > cap:
+                        print(f"triton-iree: program ({x}, {y}, {z}) printed {int(counts[slot])} times; the "
+                              f"{int(counts[slot]) - cap} prints after its first {cap} were not kept (raise "
+                              "TRITON_IREE_PRINTS_PER_PROGRAM or TRITON_IREE_PRINT_BUFFER_MB)", file=sys.stderr)

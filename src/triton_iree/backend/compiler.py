@@ -136,7 +136,7 @@ class IreeBackend(BaseBackend):
         metadata["name"] = kernel.name
         metadata["shared"] = 0
         buffers, stored = kernel.buffers, kernel.stored_buffers()   # the kernel's own pointer arguments
-        metadata["prints"] = prints.instrument(kernel, options.debug)   # tl.device_print: the launcher prints
+        metadata["prints"] = prints.instrument(kernel)   # tl.device_print: the launcher prints
         if options.debug:   # checked mode (`checks`): the runtime reads the failures back
             sites = checks.instrument(kernel)
             metadata["checks"] = {"sites": [vars(s) for s in sites], "written": [p.name for p in stored]}

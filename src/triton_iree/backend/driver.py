@@ -89,8 +89,8 @@ class IreeLauncher:
         names = list(signature.keys())
         self.name = metadata.name
         self.plans = runtime.plan_arguments(names, signature, self.name)
-        self.checks = runtime.Checks.of(metadata, self.plans)
         self.printer = prints.Printer.of(metadata)
+        self.checks = runtime.Checks.of(metadata, self.plans + (self.printer.plans if self.printer else []))
         self.keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
         self.buffers = [i for i, p in enumerate(self.plans) if p.is_buffer]
         from triton.runtime.jit import TensorWrapper   # not at the top: triton.runtime imports this module
@@ -107,7 +107,7 @@ class IreeLauncher:
         if enter_hook is not None:
             enter_hook(launch_metadata)
         if self.printer is not None:
-            self.printer.launch(function, self.plans, values, grid, self.shared)
+            self.printer.launch(function, self.plans, values, grid, self.checks, self.shared)
         else:
             function.launch(self.plans, values, grid, self.checks, self.shared)
         if exit_hook is not None:
