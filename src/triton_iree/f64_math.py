@@ -15,18 +15,20 @@ tanh(+-inf) = +-1 and tanh(-0) = -0; cbrt keeps 0, -0, +-inf and NaN.
 - atan: fdlibm's reduction (to |x| < 7/16 around atan(1/2), atan(1), atan(3/2), pi/2) and odd
   polynomial; asin(x) = atan(x / sqrt((1 - x)(1 + x))), acos(x) = 2 atan(sqrt((1 - x) / (1 + x))).
 
-The other functions on that list (sin, cos, tan, atan2, erf, fmod) need their own polynomials,
-special cases and argument reductions (Payne-Hanek for sin / cos / tan of large arguments) and
-stay refused.
+- sin, cos, tan: f64_trig.py (Cody-Waite and Payne-Hanek reduction, fdlibm's kernels; within
+  1 ulp).
+
+The other functions on that list (atan2, erf, fmod) stay refused.
 """
 from __future__ import annotations
 
 import math
 from typing import Callable, Optional
 
-from . import tile as t
+from . import f64_trig, tile as t
 
-FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt", "math.atan", "math.asin", "math.acos")
+FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt", "math.atan", "math.asin", "math.acos") + \
+    f64_trig.FUNCTIONS
 
 
 def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.Value]) -> Optional[t.Value]:
@@ -40,8 +42,12 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
         return emit(t.Elementwise(name, xs, t.with_dtype(x.type, dtype), attrs, loc))
 
     def const(value, dtype: str = "f64") -> t.Value:
+        # (A float whose repr has no '.' or 'e' would not parse as an MLIR float literal.)
+        assert dtype != "f64" or not math.isfinite(value) or "." in repr(float(value)), value
         return emit(t.Constant(value, t.with_dtype(x.type, dtype), loc))
 
+    if opname in f64_trig.FUNCTIONS:
+        return f64_trig.expand(opname, x, op, const)
     return {"math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt,
             "math.atan": _atan, "math.asin": _asin, "math.acos": _acos}[opname](x, op, const)
 
