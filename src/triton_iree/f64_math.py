@@ -18,7 +18,10 @@ tanh(+-inf) = +-1 and tanh(-0) = -0; cbrt keeps 0, -0, +-inf and NaN.
 - sin, cos, tan: f64_trig.py (Cody-Waite and Payne-Hanek reduction, fdlibm's kernels; within
   1 ulp).
 
-The other functions on that list (atan2, erf, fmod) stay refused.
+- fmod (arith.remf, Python's % on floats): exact, by long division of the integer significands
+  in steps of 53 bits of the exponent difference (see _fmod); bit for bit numpy's.
+
+The other functions on that list (atan2, erf) stay refused.
 """
 from __future__ import annotations
 
@@ -27,8 +30,8 @@ from typing import Callable, Optional
 
 from . import f64_trig, tile as t
 
-FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt", "math.atan", "math.asin", "math.acos") + \
-    f64_trig.FUNCTIONS
+FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt", "math.atan", "math.asin", "math.acos",
+             "arith.remf") + f64_trig.FUNCTIONS
 
 
 def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.Value]) -> Optional[t.Value]:
@@ -48,6 +51,8 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
 
     if opname in f64_trig.FUNCTIONS:
         return f64_trig.expand(opname, x, op, const)
+    if opname == "arith.remf":
+        return _fmod(x, args[1], op, const)
     return {"math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt,
             "math.atan": _atan, "math.asin": _asin, "math.acos": _acos}[opname](x, op, const)
 
@@ -235,3 +240,72 @@ def _acos(x: t.Value, op, const) -> t.Value:
     """2 atan(sqrt((1 - x) / (1 + x))): acos(-1) = 2 atan(inf) = pi, |x| > 1 NaN."""
     q = op("arith.divf", [op("arith.subf", [const(1.0), x]), op("arith.addf", [const(1.0), x])])
     return op("arith.mulf", [const(2.0), _atan(op("math.sqrt", [q]), op, const)])
+
+
+def _significand(bits: t.Value, op, const) -> tuple[t.Value, t.Value]:
+    """(m, e) with |x| = m 2^e, m an i64 in [2^52, 2^53), for the bits of a finite |x| > 0. A
+    subnormal |x| is its bits converted to f64 (an exact integer), then split the same way."""
+    def i64(name, *xs):
+        return op(name, list(xs), "i64")
+    sub = op("arith.cmpi", [bits, const(1 << 52, "i64")], "i1", {"predicate": "slt"})
+    b = _where(op, sub, op("arith.bitcast", [op("arith.sitofp", [bits])], "i64"), bits)
+    m = i64("arith.ori", i64("arith.andi", b, const((1 << 52) - 1, "i64")), const(1 << 52, "i64"))
+    e = i64("arith.subi", i64("arith.shrui", b, const(52, "i64")), const(1075, "i64"))
+    return m, _where(op, sub, i64("arith.subi", e, const(1074, "i64")), e)
+
+
+def _fmod(x: t.Value, y: t.Value, op, const) -> t.Value:
+    """Exact: |x| = mx 2^ex, |y| = my 2^ey with integer significands mx, my in [2^52, 2^53);
+    fmod(|x|, |y|) = (mx 2^(ex - ey) mod my) 2^ey, computed as r = mx mod my and then
+    r = (r 2^k) mod my for k = 53 bits of ex - ey at a time (at most 40 steps for any pair of
+    doubles): q = trunc(r 2^k / my) in f64 is the true quotient or one more (the rounded quotient
+    is below 2^53, where rounding keeps integers in order), so r 2^k - q my, computed in wrapping
+    i64 arithmetic, is the exact remainder or that minus my, which adding my back fixes. The
+    result is built from r and ey in the bits (it may be subnormal, which arithmetic here would
+    flush to zero), with the sign of x."""
+    def i64(name, *xs):
+        return op(name, list(xs), "i64")
+
+    def ci(v):
+        return const(v, "i64")
+
+    def cmpi(pred, a, b):
+        return op("arith.cmpi", [a, b], "i1", {"predicate": pred})
+    mask = ci((1 << 63) - 1)
+    xb, yb = op("arith.bitcast", [x], "i64"), op("arith.bitcast", [y], "i64")
+    ax, ay = i64("arith.andi", xb, mask), i64("arith.andi", yb, mask)
+    finite = ci(0x7FF << 52)
+    # Arguments the loop never sees: (x or y) NaN, x infinite, y zero or infinite, x zero.
+    xs = _where(op, cmpi("slt", ax, finite), ax, ci(1 << 52))
+    ys = _where(op, op("arith.andi", [cmpi("slt", ay, finite), cmpi("ne", ay, ci(0))], "i1"), ay, ci(1 << 52))
+    xs = _where(op, cmpi("eq", xs, ci(0)), ci(1 << 52), xs)
+    mx, ex = _significand(xs, op, const)
+    my, ey = _significand(ys, op, const)
+    d = i64("arith.subi", ex, ey)
+    yf = op("arith.sitofp", [my])
+    r = _where(op, cmpi("sge", mx, my), i64("arith.subi", mx, my), mx)
+    for step in range(40):
+        k = i64("arith.minsi", i64("arith.maxsi", i64("arith.subi", d, ci(53 * step)), ci(0)), ci(53))
+        scale = op("arith.bitcast", [i64("arith.shli", i64("arith.addi", k, ci(1023)), ci(52))])    # 2^k
+        q = op("arith.fptosi", [op("arith.divf", [op("arith.mulf", [op("arith.sitofp", [r]), scale]), yf])], "i64")
+        r = i64("arith.subi", i64("arith.shli", r, k), i64("arith.muli", q, my))
+        r = _where(op, cmpi("slt", r, ci(0)), i64("arith.addi", r, my), r)
+    # r 2^ey as bits: normal where its exponent is at least -1022, else r shifted to 2^-1074 units.
+    rb = op("arith.bitcast", [op("arith.sitofp", [r])], "i64")
+    p = i64("arith.subi", i64("arith.shrui", rb, ci(52)), ci(1023))
+    big_e = i64("arith.addi", p, ey)
+    normal = i64("arith.ori", i64("arith.andi", rb, ci((1 << 52) - 1)),
+                 i64("arith.shli", i64("arith.addi", big_e, ci(1023)), ci(52)))
+    u = i64("arith.addi", ey, ci(1074))
+    zero = ci(0)
+    c63 = ci(63)      # (shift amounts kept below 64 where this value is not used)
+    subnormal = i64("arith.shrui", i64("arith.shli", r, i64("arith.minsi", i64("arith.maxsi", u, zero), c63)),
+                    i64("arith.minsi", i64("arith.maxsi", i64("arith.subi", zero, u), zero), c63))
+    res = _where(op, cmpi("sge", big_e, ci(-1022)), normal, subnormal)
+    res = _where(op, cmpi("eq", r, zero), zero, res)
+    # |x| < |y| (also y infinite, x zero): x itself.
+    res = _where(op, op("arith.ori", [cmpi("slt", d, zero), cmpi("slt", ax, ay)], "i1"), ax, res)
+    res = op("arith.bitcast", [i64("arith.ori", res, i64("arith.andi", xb, ci(-(1 << 63))))])
+    nan = op("arith.ori", [op("arith.ori", [cmpi("sge", ax, finite), cmpi("eq", ay, zero)], "i1"),
+                           cmpi("sgt", ay, finite)], "i1")
+    return _where(op, nan, const(float("nan")), res)

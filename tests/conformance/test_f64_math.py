@@ -135,3 +135,52 @@ def test_f64_log2_is_exact_at_powers_of_two():
     out = torch.zeros(len(x), dtype=torch.float64)
     f64_kernel[(triton.cdiv(len(x), BLOCK),)](torch.from_numpy(x), out, len(x), OP="tl.log2", BLOCK=BLOCK)
     assert np.array_equal(out.numpy(), np.arange(-1074, 1024, dtype=np.float64))
+
+
+@triton.jit
+def f64_kernel2(x_ptr, y_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=1.0)
+    y = tl.load(y_ptr + offs, mask=m, other=1.0)
+    if OP == "%":
+        r = x % y
+    elif OP == "fmod":
+        r = libdevice.fmod(x, y)
+    else:
+        r = libdevice.atan2(x, y)
+    tl.store(out_ptr + offs, r, mask=m)
+
+
+def _pairs() -> tuple[np.ndarray, np.ndarray]:
+    """Random magnitudes and signs over the whole range (exponent differences up to 2097), large
+    over subnormal, near multiples, and every pair of C's special values."""
+    rng = np.random.default_rng(0)
+
+    def mags(n):
+        return np.exp(rng.uniform(-744, 709, n)) * rng.choice([-1.0, 1.0], n)
+    mult = rng.uniform(1, 2, 1000) * 2.0 ** -500
+    x = [mags(6000), rng.uniform(-10, 10, 1000), 1.7976931348623157e308 * rng.uniform(0.5, 1, 1000),
+         mult * rng.integers(1, 2 ** 40, 1000), np.nextafter(mult * 7, 0), np.nextafter(mult * 7, 1)]
+    y = [mags(6000), rng.uniform(-10, 10, 1000), rng.integers(1, 2 ** 52, 1000) * 5e-324, mult, mult, mult]
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 5e-324, -5e-324, 1e-310, 2.5, -2.5,
+                        1.7976931348623157e308, -2.0 ** 1000])
+    sx, sy = np.meshgrid(special, special)
+    return np.concatenate(x + [sx.ravel()]), np.concatenate(y + [sy.ravel()])
+
+
+@pytest.mark.construct("% / libdevice fmod on fp64 (exact, inline, no libm)")
+@pytest.mark.parametrize("op", ["%", "fmod"])
+def test_f64_fmod_is_exact(op):
+    x, y = _pairs()
+    out = torch.full((len(x),), 7.0, dtype=torch.float64)
+    f64_kernel2[(triton.cdiv(len(x), BLOCK),)](torch.from_numpy(x), torch.from_numpy(y), out, len(x), OP=op,
+                                               BLOCK=BLOCK)
+    with np.errstate(all="ignore"):
+        ref = np.fmod(x, y)
+    got = out.numpy()
+    # Bit for bit (signs of zeros included), NaN where C gives NaN.
+    nan = np.isnan(ref)
+    assert np.array_equal(np.isnan(got), nan)
+    bad = np.flatnonzero(got[~nan].view(np.int64) != ref[~nan].view(np.int64))
+    assert not len(bad), [(x[~nan][i], y[~nan][i], got[~nan][i], ref[~nan][i]) for i in bad[:5]]
