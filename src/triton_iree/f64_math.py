@@ -21,7 +21,11 @@ tanh(+-inf) = +-1 and tanh(-0) = -0; cbrt keeps 0, -0, +-inf and NaN.
 - fmod (arith.remf, Python's % on floats): exact, by long division of the integer significands
   in steps of 53 bits of the exponent difference (see _fmod); bit for bit numpy's.
 
-The other functions on that list (atan2, erf) stay refused.
+- atan2: the quotient |y| / |x| from the significands and exponents (so subnormal arguments and
+  quotients are right), fdlibm's quadrant handling around atan, and C's special cases; within
+  1 ulp.
+
+The other function on that list (erf) stays refused.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from typing import Callable, Optional
 from . import f64_trig, tile as t
 
 FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt", "math.atan", "math.asin", "math.acos",
-             "arith.remf") + f64_trig.FUNCTIONS
+             "arith.remf", "math.atan2") + f64_trig.FUNCTIONS
 
 
 def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.Value]) -> Optional[t.Value]:
@@ -53,6 +57,8 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
         return f64_trig.expand(opname, x, op, const)
     if opname == "arith.remf":
         return _fmod(x, args[1], op, const)
+    if opname == "math.atan2":
+        return _atan2(x, args[1], op, const)
     return {"math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt,
             "math.atan": _atan, "math.asin": _asin, "math.acos": _acos}[opname](x, op, const)
 
@@ -309,3 +315,75 @@ def _fmod(x: t.Value, y: t.Value, op, const) -> t.Value:
     nan = op("arith.ori", [op("arith.ori", [cmpi("sge", ax, finite), cmpi("eq", ay, zero)], "i1"),
                            cmpi("sgt", ay, finite)], "i1")
     return _where(op, nan, const(float("nan")), res)
+
+
+def _ldexp(v: t.Value, e: t.Value, op, const) -> t.Value:
+    """v 2^e for a positive normal f64 v and an i64 e, in the bits: inf above the range, and a
+    subnormal result rounded to nearest even from v (arithmetic here would flush it to zero)."""
+    def i64(name, *xs):
+        return op(name, list(xs), "i64")
+
+    def ci(v):
+        return const(v, "i64")
+
+    def cmpi(pred, a, b):
+        return op("arith.cmpi", [a, b], "i1", {"predicate": pred})
+    vb = op("arith.bitcast", [v], "i64")
+    biased = i64("arith.addi", i64("arith.shrui", vb, ci(52)), e)
+    normal = i64("arith.addi", vb, i64("arith.shli", e, ci(52)))
+    m = i64("arith.ori", i64("arith.andi", vb, ci((1 << 52) - 1)), ci(1 << 52))
+    s = i64("arith.minsi", i64("arith.subi", ci(1), biased), ci(60))     # >= 1 where used
+    s = i64("arith.maxsi", s, ci(1))
+    q = i64("arith.shrui", m, s)
+    rem = i64("arith.andi", m, i64("arith.subi", i64("arith.shli", ci(1), s), ci(1)))
+    half = i64("arith.shli", ci(1), i64("arith.subi", s, ci(1)))
+    up = op("arith.ori", [cmpi("sgt", rem, half),
+                          op("arith.andi", [cmpi("eq", rem, half), cmpi("ne", i64("arith.andi", q, ci(1)), ci(0))],
+                             "i1")], "i1")
+    sub = i64("arith.addi", q, _where(op, up, ci(1), ci(0)))
+    r = _where(op, cmpi("sge", biased, ci(1)), normal, sub)
+    r = _where(op, cmpi("sge", biased, ci(2047)), ci(0x7FF << 52), r)
+    return op("arith.bitcast", [r])
+
+
+def _atan2(y: t.Value, x: t.Value, op, const) -> t.Value:
+    """|y| / |x| = (my / mx) 2^e from the significands in [1, 2) and exponents (subnormals
+    normalized from their bits), scaled in the bits (_ldexp: the quotient may be subnormal), then
+    atan of it; x < 0 gives pi - (z - pi_lo), and the sign of y. C's cases for zeros (by their
+    signs), infinities and NaN are selected at the end."""
+    def i64(name, *xs):
+        return op(name, list(xs), "i64")
+
+    def ci(v):
+        return const(v, "i64")
+
+    def cmpi(pred, a, b):
+        return op("arith.cmpi", [a, b], "i1", {"predicate": pred})
+    mask, inf_bits = ci((1 << 63) - 1), ci(0x7FF << 52)
+    yb, xb = op("arith.bitcast", [y], "i64"), op("arith.bitcast", [x], "i64")
+    ay, ax = i64("arith.andi", yb, mask), i64("arith.andi", xb, mask)
+    one_bits = ci(1023 << 52)
+    # Zero, infinite and NaN arguments: 1 in the quotient (their results are selected below).
+    ordinary = [op("arith.andi", [cmpi("ne", b, ci(0)), cmpi("slt", b, inf_bits)], "i1") for b in (ay, ax)]
+    my, ey = _significand(_where(op, ordinary[0], ay, one_bits), op, const)
+    mx, ex = _significand(_where(op, ordinary[1], ax, one_bits), op, const)
+    q = op("arith.divf", [op("arith.sitofp", [my]), op("arith.sitofp", [mx])])       # in (1/2, 2)
+    ratio = _ldexp(q, i64("arith.subi", ey, ex), op, const)
+    z = _atan(ratio, op, const)
+    pi, pi_lo = const(math.pi), const(1.2246467991473532e-16)
+    x_neg = cmpi("slt", xb, ci(0))
+    r = _where(op, x_neg, op("arith.subf", [pi, op("arith.subf", [z, pi_lo])]), z)
+    # Beyond 2^60, pi/2 for either sign of x (pi - z would round it up).
+    r = _where(op, _cmp(op, "oge", ratio, const(2.0 ** 60)), const(math.pi / 2), r)
+    # Special cases (on |y|; the sign of y is applied last).
+    y_zero, x_zero = cmpi("eq", ay, ci(0)), cmpi("eq", ax, ci(0))
+    y_inf, x_inf = cmpi("eq", ay, inf_bits), cmpi("eq", ax, inf_bits)
+    half_pi = const(math.pi / 2)
+    r = _where(op, x_inf, _where(op, x_neg, pi, const(0.0)), r)
+    r = _where(op, y_inf, _where(op, x_inf, _where(op, x_neg, const(3 * math.pi / 4), const(math.pi / 4)), half_pi),
+               r)
+    r = _where(op, x_zero, half_pi, r)
+    r = _where(op, y_zero, _where(op, x_neg, pi, const(0.0)), r)
+    r = op("math.copysign", [r, y])
+    nan = op("arith.ori", [cmpi("sgt", ay, inf_bits), cmpi("sgt", ax, inf_bits)], "i1")
+    return _where(op, nan, const(float("nan")), r)

@@ -184,3 +184,20 @@ def test_f64_fmod_is_exact(op):
     assert np.array_equal(np.isnan(got), nan)
     bad = np.flatnonzero(got[~nan].view(np.int64) != ref[~nan].view(np.int64))
     assert not len(bad), [(x[~nan][i], y[~nan][i], got[~nan][i], ref[~nan][i]) for i in bad[:5]]
+
+
+@pytest.mark.construct("libdevice atan2 on fp64 (inline, no libm)")
+def test_f64_atan2_within_1_ulp():
+    y, x = _pairs()
+    out = torch.full((len(x),), 7.0, dtype=torch.float64)
+    f64_kernel2[(triton.cdiv(len(x), BLOCK),)](torch.from_numpy(y), torch.from_numpy(x), out, len(x), OP="atan2",
+                                               BLOCK=BLOCK)
+    ref = np.arctan2(y, x)
+    got = out.numpy()
+    ulps = _ulps(got, ref)    # subnormal results (|y / x| below 2^-1022, x > 0) included
+    worst = int(np.argmax(ulps))
+    assert ulps.max() <= 1, (y[worst], x[worst], got[worst], ref[worst], ulps.max())
+    # C's special cases exactly: signed zeros, +-pi, +-pi/2, +-pi/4, +-3pi/4 and NaN.
+    assert np.array_equal(np.isnan(got), np.isnan(ref))
+    special = (~np.isfinite(x) | ~np.isfinite(y) | (x == 0) | (y == 0)) & ~np.isnan(ref)
+    assert np.array_equal(got[special].view(np.int64), ref[special].view(np.int64))
