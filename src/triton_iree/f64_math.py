@@ -25,7 +25,8 @@ tanh(+-inf) = +-1 and tanh(-0) = -0; cbrt keeps 0, -0, +-inf and NaN.
   quotients are right), fdlibm's quadrant handling around atan, and C's special cases; within
   1 ulp.
 
-The other function on that list (erf) stays refused.
+- erf: fdlibm's intervals and rational approximations (1 - erfc from 1.25 on), tiny and
+  subnormal arguments scaled in the bits; within 1 ulp of the C library's.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from typing import Callable, Optional
 from . import f64_trig, tile as t
 
 FUNCTIONS = ("math.log2", "math.log10", "math.tanh", "math.cbrt", "math.atan", "math.asin", "math.acos",
-             "arith.remf", "math.atan2") + f64_trig.FUNCTIONS
+             "arith.remf", "math.atan2", "math.erf") + f64_trig.FUNCTIONS
 
 
 def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.Value]) -> Optional[t.Value]:
@@ -59,7 +60,7 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
         return _fmod(x, args[1], op, const)
     if opname == "math.atan2":
         return _atan2(x, args[1], op, const)
-    return {"math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt,
+    return {"math.erf": _erf, "math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt,
             "math.atan": _atan, "math.asin": _asin, "math.acos": _acos}[opname](x, op, const)
 
 
@@ -387,3 +388,74 @@ def _atan2(y: t.Value, x: t.Value, op, const) -> t.Value:
     r = op("math.copysign", [r, y])
     nan = op("arith.ori", [cmpi("sgt", ay, inf_bits), cmpi("sgt", ax, inf_bits)], "i1")
     return _where(op, nan, const(float("nan")), r)
+
+
+# erf: fdlibm's (s_erf.c) intervals and rational approximations.
+_ERX = 8.45062911510467529297e-01                   # erf(1) to 32 bits
+_EFX = 1.28379167095512586316e-01                   # 2 / sqrt(pi) - 1
+_ERF_PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+           -5.77027029648944159157e-03, -2.37630166566501626084e-05)
+_ERF_QQ = (1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+           1.32494738004321644526e-04, -3.96022827877536812320e-06)
+_ERF_PA = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+           3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+           -2.16637559486879084300e-03)
+_ERF_QA = (1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+           1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
+_ERF_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+           -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+           -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+_ERF_SA = (1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+           6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+           6.57024977031928170135e+00, -6.04244152148580987438e-02)
+_ERF_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+           -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+           -4.83519191608651397019e+02)
+_ERF_SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+           3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+           -2.24409524465858183362e+01)
+
+
+def _erf(x: t.Value, op, const) -> t.Value:
+    """fdlibm's erf on |x|, with the sign of x:
+    - below 2^-28: |x| + efx |x| (on the significand, scaled back in the bits: it may be subnormal);
+    - below 0.84375: |x| + |x| P(x^2) / Q(x^2);
+    - below 1.25: erx + P(s) / Q(s), s = |x| - 1 (erf(1) = erx + its correction);
+    - below 6: 1 - erfc, erfc(|x|) = exp(-z^2 - 0.5625) exp((z - |x|)(z + |x|) + R(1/x^2) / S(1/x^2)) / |x|
+      with z = |x| cut to its high 32 bits (z^2 exact), R / S fitted below and above 1 / 0.35;
+    - from 6 on (inf included): 1."""
+    def f(name, *xs):
+        return op(name, list(xs))
+
+    def poly(v, coefs):
+        acc = const(coefs[-1])
+        for c in reversed(coefs[:-1]):
+            acc = f("arith.addf", const(c), f("arith.mulf", v, acc))
+        return acc
+    bits, zero, sub = _bits(x, op, const)
+    a = op("arith.bitcast", [bits])
+    z2 = f("arith.mulf", a, a)
+    small = f("arith.addf", a, f("arith.mulf", a, f("arith.divf", poly(z2, _ERF_PP), poly(z2, _ERF_QQ))))
+    s = f("arith.subf", a, const(1.0))
+    near1 = f("arith.addf", const(_ERX), f("arith.divf", poly(s, _ERF_PA), poly(s, _ERF_QA)))
+    am = _where(op, _cmp(op, "olt", a, const(1.25)), const(1.25), a)       # the tail's argument, in [1.25, 6]
+    am = _where(op, _cmp(op, "ogt", am, const(6.0)), const(6.0), am)
+    w = f("arith.divf", const(1.0), f("arith.mulf", am, am))
+    lo_tail = _cmp(op, "olt", am, const(1 / 0.35))
+    ratio = _where(op, lo_tail, f("arith.divf", poly(w, _ERF_RA), poly(w, _ERF_SA)),
+                   f("arith.divf", poly(w, _ERF_RB), poly(w, _ERF_SB)))
+    zc = op("arith.bitcast", [op("arith.andi", [op("arith.bitcast", [am], "i64"), const(-(1 << 32), "i64")], "i64")])
+    e1 = f("math.exp", f("arith.subf", f("arith.negf", f("arith.mulf", zc, zc)), const(0.5625)))
+    e2 = f("math.exp", f("arith.addf", f("arith.mulf", f("arith.subf", zc, am), f("arith.addf", zc, am)), ratio))
+    tail = f("arith.subf", const(1.0), f("arith.divf", f("arith.mulf", e1, e2), am))
+    r = _where(op, _cmp(op, "olt", a, const(0.84375)), small,
+               _where(op, _cmp(op, "olt", a, const(1.25)), near1,
+                      _where(op, _cmp(op, "olt", a, const(6.0)), tail, const(1.0))))
+    # Below 2^-28: (m + efx m) 2^e for |x| = m 2^e, m the integer significand.
+    m, e = _significand(_where(op, zero, const(1 << 52, "i64"), bits), op, const)
+    mf = op("arith.sitofp", [m])
+    tiny = _ldexp(f("arith.addf", mf, f("arith.mulf", const(_EFX), mf)), e, op, const)
+    r = _where(op, op("arith.cmpi", [bits, const((1023 - 28) << 52, "i64")], "i1", {"predicate": "slt"}), tiny, r)
+    r = _where(op, zero, const(0.0), r)
+    r = op("math.copysign", [r, x])
+    return _where(op, _cmp(op, "uno", x, x), x, r)

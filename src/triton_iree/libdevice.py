@@ -47,7 +47,7 @@ FLOAT_OPS = {
 # Refused on f64 arguments: functions IREE's llvm-cpu lowers to libm calls on f64 (or not at
 # all), which its executables cannot link, and that f64_math has no inline expansion of; and
 # sqrt_rn, whose f64 square root is not always correctly rounded there (within 1 ulp).
-NO_F64 = frozenset("erf sqrt_rn".split())
+NO_F64 = frozenset("sqrt_rn".split())
 # Logarithms computed as log(x) / log(base): IREE's llvm-cpu has no f32 log10 (f64 log2 and
 # log10 are f64_math's).
 SCALED_LOGS = {"log10": 1 / math.log(10), "fast_log10f": 1 / math.log(10), "log2": 1 / math.log(2)}

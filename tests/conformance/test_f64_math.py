@@ -1,8 +1,13 @@
 """fp64 math that IREE's CPU code would take from the C math library (which its executables
-cannot link), computed inline by triton-iree (src/triton_iree/f64_math.py): tl.log2 and, through
-tl.extra.libdevice, log2, log10, tanh, cbrt, atan, asin and acos. Compared with numpy's float64 results in ulp over
-the whole range: random magnitudes from the smallest subnormal to the largest double, values near
-1, powers of two and ten, and C's results at 0, -0, +-inf, NaN and negative arguments."""
+cannot link), computed inline by triton-iree (src/triton_iree/f64_math.py, f64_trig.py): tl.log2,
+tl.sin, tl.cos, tl.math.erf, % and, through tl.extra.libdevice, log2, log10, tanh, cbrt, atan, asin,
+acos, sin, cos, tan, erf, atan2 and fmod. Compared with numpy's float64 results (math.erf's for erf)
+in ulp over the whole range: random magnitudes from the smallest subnormal to the largest double,
+values near 1, powers of two and ten, near multiples of pi/2 (sin / cos / tan; where numpy's own
+results are off, with mpmath's), and C's results at 0, -0, +-inf, NaN and negative arguments;
+fmod bit for bit."""
+import math
+
 import mpmath
 import numpy as np
 import pytest
@@ -43,6 +48,10 @@ def f64_kernel(x_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
         y = libdevice.cos(x)
     elif OP == "tan":
         y = libdevice.tan(x)
+    elif OP == "tl.erf":
+        y = tl.math.erf(x)
+    elif OP == "erf":
+        y = libdevice.erf(x)
     else:
         y = libdevice.cbrt(x)
     tl.store(out_ptr + offs, y, mask=m)
@@ -50,10 +59,10 @@ def f64_kernel(x_ptr, out_ptr, n, OP: tl.constexpr, BLOCK: tl.constexpr):
 
 REFS = {"tl.log2": np.log2, "log2": np.log2, "log10": np.log10, "tanh": np.tanh, "cbrt": np.cbrt,
         "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos, "tl.sin": np.sin, "tl.cos": np.cos,
-        "sin": np.sin, "cos": np.cos, "tan": np.tan}
+        "sin": np.sin, "cos": np.cos, "tan": np.tan, "tl.erf": np.vectorize(math.erf), "erf": np.vectorize(math.erf)}
 # The most ulp measured over these inputs (x86-64, IREE 3.13).
 MAX_ULP = {"tl.log2": 1, "log2": 1, "log10": 2, "tanh": 3, "cbrt": 3, "atan": 1, "asin": 2, "acos": 2,
-           "tl.sin": 1, "tl.cos": 1, "sin": 1, "cos": 1, "tan": 1}
+           "tl.sin": 1, "tl.cos": 1, "sin": 1, "cos": 1, "tan": 1, "tl.erf": 1, "erf": 1}
 TRIG = ("tl.sin", "tl.cos", "sin", "cos", "tan")
 
 
@@ -94,6 +103,9 @@ def _inputs(op: str) -> np.ndarray:
     if op in ("asin", "acos"):
         x = np.concatenate([x[x <= 1], -x[x <= 1], rng.uniform(-1, 1, 6000), 1 - rng.uniform(0, 1e-6, 500),
                             -1 + rng.uniform(0, 1e-6, 500), [1.0, -1.0, 1.5, -1.5, np.inf, np.nan]])
+    elif op in ("tl.erf", "erf"):
+        x = np.concatenate([x, -x, rng.uniform(-7, 7, 4000), rng.uniform(0.8, 1.3, 1000),
+                            [0.84375, 1.25, 1 / 0.35, 6.0, 2.0 ** -28]])
     elif op in ("tanh", "cbrt", "atan"):
         x = np.concatenate([x, -x, rng.uniform(-25, 25, 3000), rng.uniform(-1e-4, 1e-4, 1000)])
     elif op in TRIG:
