@@ -1,32 +1,33 @@
 """fp64 math that IREE's llvm-cpu code would take from the C math library, which its executables
-cannot link (see NO_LIBM_F64 in lowering/targets/cpu.py), written with the f64 ops it lowers
-inline (log, exp, sqrt, bit casts, arithmetic), each within 1 to 3 ulp of numpy's results
-(measured over their whole range):
+cannot link (NO_LIBM_F64 in lowering/targets/cpu.py lists it), written with the f64 and i64 ops
+it lowers inline (log, exp, sqrt, bit casts, integer and float arithmetic), for every op of that
+list; each within 1 to 3 ulp of numpy's results, measured over its whole range (fmod exact):
 
 - log2, log10: x = m * 2^e with m in [sqrt(1/2), sqrt(2)) (from the bits; subnormals scaled
   first), then e + log(m) / ln 2 and e * log10(2) + log(m) / ln 10: exact at powers of two (log2),
-  and no cancellation near x = 1;
-- tanh: t / (t + 2) with t = expm1(2 |x|), 1 beyond |x| = 22, the sign of x;
-- cbrt: exp(log|x| / 3) and one Newton step, on |x| scaled into the normal range.
+  and no cancellation near x = 1 (1 and 2 ulp);
+- tanh: t / (t + 2) with t = expm1(2 |x|), 1 beyond |x| = 22, the sign of x (3 ulp);
+- cbrt: exp(log|x| / 3) and one Newton step, on |x| scaled into the normal range (3 ulp);
+- atan: fdlibm's reduction (to |x| < 7/16 around atan(1/2), atan(1), atan(3/2), pi/2) and odd
+  polynomial; asin(x) = atan(x / sqrt((1 - x)(1 + x))), acos(x) = 2 atan(sqrt((1 - x) / (1 + x)))
+  (1, 2 and 2 ulp);
+- atan2: the quotient |y| / |x| from the significands and exponents, scaled in the bits (so
+  subnormal arguments and quotients are right), atan of it with fdlibm's quadrant handling
+  (pi - (z - pi_lo) for x < 0; pi/2 beyond 2^60) (1 ulp);
+- erf: fdlibm's intervals and rational approximations (1 - erfc from 1.25 on, 1 from 6 on), tiny
+  arguments on their significand, scaled back in the bits (1 ulp of the C library's erf);
+- fmod (arith.remf, Python's % on floats): exact, by long division of the integer significands,
+  53 bits of the exponent difference per step (see _fmod); bit for bit numpy's;
+- sin, cos, tan: f64_trig.py (Cody-Waite reduction below 2^20, Payne-Hanek in i64 arithmetic
+  above, fdlibm's kernels; 1 ulp).
 
 C's results at the edges: log2 / log10 of 0 is -inf, of negative numbers and NaN NaN, of inf inf;
-tanh(+-inf) = +-1 and tanh(-0) = -0; cbrt keeps 0, -0, +-inf and NaN.
+tanh(+-inf) = +-1, erf(+-inf) = +-1, and both keep -0; cbrt keeps 0, -0, +-inf and NaN; atan2
+gives C's signed zeros, +-pi, +-pi/2, +-pi/4 and +-3pi/4 for zero and infinite arguments; fmod is
+NaN for x infinite or y zero, x for y infinite; NaN gives NaN throughout.
 
-- atan: fdlibm's reduction (to |x| < 7/16 around atan(1/2), atan(1), atan(3/2), pi/2) and odd
-  polynomial; asin(x) = atan(x / sqrt((1 - x)(1 + x))), acos(x) = 2 atan(sqrt((1 - x) / (1 + x))).
-
-- sin, cos, tan: f64_trig.py (Cody-Waite and Payne-Hanek reduction, fdlibm's kernels; within
-  1 ulp).
-
-- fmod (arith.remf, Python's % on floats): exact, by long division of the integer significands
-  in steps of 53 bits of the exponent difference (see _fmod); bit for bit numpy's.
-
-- atan2: the quotient |y| / |x| from the significands and exponents (so subnormal arguments and
-  quotients are right), fdlibm's quadrant handling around atan, and C's special cases; within
-  1 ulp.
-
-- erf: fdlibm's intervals and rational approximations (1 - erfc from 1.25 on), tiny and
-  subnormal arguments scaled in the bits; within 1 ulp of the C library's.
+IREE's CPU code flushes subnormal f64 operands and results of arithmetic and comparisons to zero:
+subnormal arguments are read from their bits, and subnormal results built in the bits.
 """
 from __future__ import annotations
 

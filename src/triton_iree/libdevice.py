@@ -44,10 +44,11 @@ FLOAT_OPS = {
     "add_rn": "arith.addf", "sub_rn": "arith.subf", "mul_rn": "arith.mulf",
     "fma": "math.fma", "fma_rn": "math.fma", "hypot": "math.sqrt", "rcp_rn": "arith.divf",
 }
-# Refused on f64 arguments: functions IREE's llvm-cpu lowers to libm calls on f64 (or not at
-# all), which its executables cannot link, and that f64_math has no inline expansion of; and
-# sqrt_rn, whose f64 square root is not always correctly rounded there (within 1 ulp).
-NO_F64 = frozenset("sqrt_rn".split())
+# Refused on f64 arguments: sqrt_rn, whose f64 square root is not always correctly rounded
+# there (within 1 ulp). (The functions IREE's llvm-cpu would compute by calling libm on f64,
+# which its executables cannot link, are f64_math's inline expansions: log2, log10, tanh, cbrt,
+# sin, cos, tan, asin, acos, atan, atan2, erf, fmod.)
+NO_F64 = frozenset(("sqrt_rn",))
 # Logarithms computed as log(x) / log(base): IREE's llvm-cpu has no f32 log10 (f64 log2 and
 # log10 are f64_math's).
 SCALED_LOGS = {"log10": 1 / math.log(10), "fast_log10f": 1 / math.log(10), "log2": 1 / math.log(2)}

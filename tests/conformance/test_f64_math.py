@@ -17,6 +17,8 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 BLOCK = 1024
+CONSTRUCT = ("tl.log2 / tl.sin / tl.cos / tl.math.erf / libdevice log2, log10, tanh, cbrt, atan, asin, acos, sin, "
+             "cos, tan, erf on fp64 (inline, no libm)")
 
 
 @triton.jit
@@ -122,7 +124,7 @@ def _ulps(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
         return np.where(same, 0.0, np.abs(got - ref) / np.spacing(np.abs(ref)))
 
 
-@pytest.mark.construct("tl.log2 / libdevice log2, log10, tanh, cbrt, atan, asin, acos on fp64 (inline, no libm)")
+@pytest.mark.construct(CONSTRUCT)
 @pytest.mark.parametrize("op", list(REFS))
 def test_f64_function_within_a_few_ulp(op):
     x = _inputs(op)
@@ -141,7 +143,7 @@ def test_f64_function_within_a_few_ulp(op):
     assert np.array_equal(np.signbit(got[ref == 0]), np.signbit(ref[ref == 0]))
 
 
-@pytest.mark.construct("tl.log2 / libdevice log2, log10, tanh, cbrt, atan, asin, acos on fp64 (inline, no libm)")
+@pytest.mark.construct(CONSTRUCT)
 def test_f64_log2_is_exact_at_powers_of_two():
     x = 2.0 ** np.arange(-1074, 1024)
     out = torch.zeros(len(x), dtype=torch.float64)

@@ -160,7 +160,10 @@ def matmul_rows(vector_bytes: int, cpu: str | None = None) -> int:
 
 # f64 math that IREE's llvm-cpu code computes by calling libm (measured with iree-compile 3.13:
 # "undefined symbol: sin"; math.erf and math.cbrt do not lower at all). Its f64 exp, exp2, log,
-# log1p, expm1, sqrt, rsqrt, sinh, cosh, powf and the rounding ops are inline code.
+# log1p, expm1, sqrt, rsqrt, sinh, cosh, powf and the rounding ops are inline code. The TTIR
+# reader and libdevice write every op of this list as inline f64 ops (f64_math.py, f64_trig.py),
+# so none of them reaches the emitter from there; the emitter still refuses them where a reader
+# without that expansion (triton-shared's memref IR) hands them over.
 NO_LIBM_F64 = frozenset((op, "f64") for op in (
     "math.sin", "math.cos", "math.tan", "math.tanh", "math.asin", "math.acos", "math.atan", "math.atan2",
     "math.log2", "math.log10", "math.erf", "math.cbrt", "arith.remf"))
