@@ -102,7 +102,7 @@ def _signed(v: int) -> int:
 class _B:
     """Op builders over one element shape."""
 
-    def __init__(self, x: t.Value, op, const):
+    def __init__(self, op, const):
         self.op, self.c = op, const
 
     def f(self, name: str, *xs: t.Value) -> t.Value:
@@ -146,7 +146,7 @@ class _B:
 
 
 def expand(opname: str, x: t.Value, op, const) -> t.Value:
-    b = _B(x, op, const)
+    b = _B(op, const)
     bits = b.i("arith.andi", b.i("arith.bitcast", x), b.ci((1 << 63) - 1))
     a = b.f("arith.bitcast", bits)                                    # |x|
     nan_or_inf = b.cmpi("sge", bits, b.ci(0x7FF << 52))
@@ -178,14 +178,17 @@ def expand(opname: str, x: t.Value, op, const) -> t.Value:
 
 def _reduce_medium(b: _B, a: t.Value) -> tuple[t.Value, t.Value, t.Value]:
     """Cody-Waite for 0 <= a < 2^20: (y0, y1, n as i64)."""
-    nf = b.f("math.roundeven", b.mul(a, b.c(2 / math.pi)))
+    # n = round(a 2/pi) by truncation of a 2/pi + 1/2 (a >= 0; conversions are inline code on
+    # every CPU, where floor / roundeven may be C library calls without SSE4.1).
+    n = b.op("arith.fptosi", [b.add(b.mul(a, b.c(2 / math.pi)), b.c(0.5))], "i64")
+    nf = b.op("arith.sitofp", [n])
     r = b.sub(a, b.mul(nf, b.c(_P1)))                                 # exact
     s, e1 = b.two_sum(r, b.f("arith.negf", b.mul(nf, b.c(_P2))))
     s, e2 = b.two_sum(s, b.f("arith.negf", b.mul(nf, b.c(_P3))))
     tail = b.sub(b.add(e1, e2), b.mul(nf, b.c(_P4)))
     y0 = b.add(s, tail)
     y1 = b.sub(tail, b.sub(y0, s))
-    return y0, y1, b.op("arith.fptosi", [nf], "i64")
+    return y0, y1, n
 
 
 def _reduce_large(b: _B, bits: t.Value) -> tuple[t.Value, t.Value, t.Value]:
