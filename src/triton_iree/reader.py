@@ -569,6 +569,19 @@ class TTIRReader(FloatCasts, BitonicSort):
         axis = _attr_int(op, "axis")
         combiner = self._scalar_region(op, op.regions[0].blocks[0])
         types = [self._type(r.type, op) for r in op.results]
+        if _is_narrow_float_sum(combiner, srcs):
+            # tl.sum of fp16 / bf16 adds in f32 and rounds once. The order of a reduction is not
+            # Triton's to promise, but its GPU code adds pairwise, where fp16 / bf16 partial sums
+            # stay accurate; IREE's CPU code adds along the row, where they stop growing (1024
+            # ones in bf16 sum to 256).
+            wide = self._emit(t.Elementwise("arith.extf", srcs, t.with_dtype(srcs[0].type, "f32"), loc=loc)).result
+            add = t.Block()
+            add.args = [t.Value(t.ScalarType("f32"), add) for _ in range(2)]
+            add.ops = [t.Elementwise("arith.addf", add.args, t.ScalarType("f32"), combiner.ops[0].attrs, loc)]
+            add.yields = [add.ops[0].result]
+            total = self._emit(t.Reduce([wide], axis, add, [t.with_dtype(types[0], "f32")], loc)).result
+            self.env[op.results[0]] = self._emit(t.Elementwise("arith.truncf", [total], types[0], loc=loc)).result
+            return
         red = self._emit(t.Reduce(srcs, axis, combiner, types, loc))
         for r, tv in zip(op.results, red.results):
             self.env[r] = tv
@@ -772,3 +785,12 @@ class TTIRReader(FloatCasts, BitonicSort):
 def read_ttir(text: str) -> t.Kernel:
     """Parses generic-form TTIR text into a tile program."""
     return TTIRReader(text).read()
+
+
+def _is_narrow_float_sum(combiner: t.Block, srcs: list) -> bool:
+    """The reduction adds one fp16 or bf16 tile (`tl.sum`'s combiner, an addf of its two args)."""
+    if len(srcs) != 1 or srcs[0].dtype not in ("f16", "bf16") or len(combiner.ops) != 1:
+        return False
+    add = combiner.ops[0]
+    return (isinstance(add, t.Elementwise) and add.opname == "arith.addf" and combiner.yields == [add.result]
+            and set(map(id, add.args)) == set(map(id, combiner.args)))

@@ -141,6 +141,29 @@ def test_sum_dtype(in_dtype, out_dtype, n):
 
 
 @triton.jit
+def sum_rows_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :])
+    tl.store(out_ptr + tl.arange(0, R), tl.sum(x, axis=1))
+    tl.store(out_ptr + R, tl.sum(tl.sum(x, axis=0), axis=0))
+
+
+@pytest.mark.construct("tl.sum(dtype=)")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_fp16_and_bf16_sums_do_not_stop_growing(dtype):
+    """1024 ones sum to 1024 (added along the row in bf16 they stop at 256); random rows give the
+    exact sum, rounded."""
+    ones = torch.ones(4, 1024, dtype=dtype)
+    out = torch.zeros(5, dtype=dtype)
+    sum_rows_kernel[(1,)](ones, out, R=4, C=1024)
+    assert out.tolist() == [1024.0] * 4 + [4096.0]
+    x = torch.rand(4, 1024, generator=torch.Generator().manual_seed(0)).to(dtype)
+    sum_rows_kernel[(1,)](x, out, R=4, C=1024)
+    want = torch.cat([x.double().sum(1), x.double().sum().reshape(1)]).to(dtype)
+    # Within one unit in the last place of the exact sum's rounding.
+    torch.testing.assert_close(out, want, rtol=torch.finfo(dtype).eps, atol=0)
+
+
+@triton.jit
 def sum_full_kernel(out_ptr, init, IN_DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr):
     x = tl.full((32, 32), init, dtype=IN_DTYPE)
     tl.store(out_ptr, tl.sum(x, dtype=OUT_DTYPE).to(tl.int32))
