@@ -529,7 +529,7 @@ class TTIRReader(FloatCasts, BitonicSort):
             raise self._unsupported(op, "atomic on a block pointer or descriptor")
         if ptr.scale != 1:
             raise self._unsupported(op, "atomic through a pointer cast to a narrower element type")
-        if ptr.dtype not in ("i32", "i64", "f16", "f32", "f64"):
+        if ptr.dtype not in ("i32", "i64", "f16", "bf16", "f32", "f64"):
             raise UnsupportedError(f"tl.atomic_{kind} on {ptr.dtype} is not supported by triton-iree",
                                    kernel=self.kernel_name, loc=loc)
         self._bind(op, self._emit(t.Atomic(kind, ptr.buffer, ptr.offsets, value, mask, cmp, loc)).result)
@@ -632,6 +632,10 @@ class TTIRReader(FloatCasts, BitonicSort):
                 raise self._unsupported(op, "pointer yielded from a combiner")
         blk.yields = yields
         return blk
+
+    def _op_gpu_barrier(self, op, loc: str) -> None:
+        """tl.debug_barrier: synchronizes the threads of one program. A program here runs its ops
+        in order, and its loads and stores keep program order (`memory_order`): dropped."""
 
     def _op_llvm_intr_assume(self, op, loc: str) -> None:
         """tl.assume: a hint for the optimizer; dropped."""

@@ -216,16 +216,28 @@ def test_2d_duplicates():
 
 
 @triton.jit
-def bf16_add_kernel(x_ptr, n):
-    offs = tl.arange(0, 16)
-    tl.atomic_add(x_ptr + offs, 1.0, mask=offs < n)
+def bf16_add_kernel(x_ptr, y_ptr, idx_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    old = tl.atomic_add(x_ptr + tl.load(idx_ptr + offs, mask=m), tl.load(y_ptr + offs, mask=m), mask=m)
+    tl.store(y_ptr + offs, old, mask=m)
 
 
 @pytest.mark.construct("tl.atomic_add")
-def test_bf16_refused():
-    x = torch.zeros(10, dtype=torch.bfloat16)
-    with pytest.raises(triton_iree.UnsupportedError, match=r"tl\.atomic_add on bf16 .*test_atomics\.py:\d+"):
-        bf16_add_kernel[(1,)](x, 10)
+def test_bf16_add_rounds_each_add():
+    """Each add of a bf16 atomic rounds to bf16 (to nearest even), in the order the elements come:
+    programs in order, elements in row-major order, as the serial reference below adds them."""
+    g = torch.Generator().manual_seed(5)
+    n = 300
+    y = torch.randn(n, generator=g).to(torch.bfloat16)
+    idx = torch.randint(0, 7, (n,), generator=g, dtype=torch.int32)
+    x = torch.randn(7, generator=g).to(torch.bfloat16)
+    want, olds = x.clone(), torch.empty_like(y)
+    for i in range(n):
+        olds[i] = want[idx[i]]
+        want[idx[i]] = (want[idx[i]].float() + y[i].float()).to(torch.bfloat16)
+    bf16_add_kernel[(triton.cdiv(n, 64),)](x, y, idx, n, BLOCK=64)
+    assert torch.equal(x, want) and torch.equal(y, olds)
 
 
 @pytest.mark.construct("tl.atomic_add")

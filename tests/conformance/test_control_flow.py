@@ -180,3 +180,21 @@ def test_early_return_before_a_while_loop(n):
     ours, ref = _run_both(return_in_while_cond_kernel, grid, [x, torch.full((n,), 7, dtype=torch.int32), n, 100],
                           1, BLOCK=BLOCK)
     assert torch.equal(ours, ref)
+
+
+@triton.jit
+def barrier_kernel(x_ptr, tmp_ptr, out_ptr, BLOCK: tl.constexpr):
+    # Threads exchange values through memory around a barrier: a rotation by one.
+    base = tl.program_id(0) * BLOCK
+    offs = tl.arange(0, BLOCK)
+    tl.store(tmp_ptr + base + offs, tl.load(x_ptr + base + offs) * 2)
+    tl.debug_barrier()
+    tl.store(out_ptr + base + offs, tl.load(tmp_ptr + base + (offs + 1) % BLOCK))
+
+
+@pytest.mark.construct("tl.debug_barrier")
+def test_debug_barrier_orders_memory_within_a_program():
+    x = torch.randn(3, 32)
+    tmp, out = torch.zeros(3, 32), torch.zeros(3, 32)
+    barrier_kernel[(3,)](x, tmp, out, BLOCK=32)
+    assert torch.equal(out, torch.roll(x * 2, -1, dims=1))

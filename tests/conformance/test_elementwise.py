@@ -39,3 +39,19 @@ def test_binary(op, dtype):
     binary_kernel[grid](x, y, out, n, OP=op, BLOCK=BLOCK)
     ref = interpret(binary_kernel, grid, [x, y, torch.empty(n, dtype=dtype), n], OP=op, BLOCK=BLOCK)[2]
     torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+@triton.jit
+def large_constants_kernel(x_ptr, out_ptr):
+    offs = tl.arange(0, 4)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, tl.where(x > 1e300, x * 1e-300, x + 1e20))
+
+
+@pytest.mark.construct("arithmetic (+, *, tl.maximum, tl.where)")
+def test_constants_written_with_an_exponent():
+    """Python writes 1e300 as 1e+300, which MLIR does not read as a float."""
+    x = torch.tensor([1e301, 1.0, -2.0, 5e-324], dtype=torch.float64)
+    out = torch.empty_like(x)
+    large_constants_kernel[(1,)](x, out)
+    assert torch.equal(out, torch.where(x > 1e300, x * 1e-300, x + 1e20))

@@ -119,5 +119,8 @@ class AtomicEmitter(EmitterBase):
             if op.kind != "add":
                 raise self.err(f"tl.atomic_{op.kind} on {TYPE_NAMES.get(dt, dt)} is not supported by triton-iree "
                                f"(on floats only tl.atomic_add, tl.atomic_xchg and tl.atomic_cas)", op)
+            if dt == "bf16":   # in f32, rounded to bf16 explicitly (see _bf16_elementwise)
+                return self._bf16_elementwise(t.Elementwise("arith.addf", [], t.ScalarType(dt)), [cur, x], [dt, dt],
+                                              self.w)
             return self._binop("arith.addf", cur, x, dt)
         return self._binop(_INT_COMBINE[op.kind], cur, x, dt)

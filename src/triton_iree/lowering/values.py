@@ -35,7 +35,9 @@ def _float_literal(x: float, dtype: str) -> str:
         if dtype == "f16":
             return {"inf": "0x7C00", "-inf": "0xFC00"}.get(repr(x), "0x7E00")
         raise UnsupportedError(f"non-finite constant of type {dtype}")
-    return repr(float(x))
+    text = repr(float(x))
+    # MLIR's float literals need a decimal point before an exponent: 1e+300 -> 1.0e+300.
+    return text if "." in text or "e" not in text else text.replace("e", ".0e", 1)
 
 
 def literal(value, dtype: str) -> str:
