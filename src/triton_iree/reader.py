@@ -644,6 +644,14 @@ class TTIRReader(FloatCasts, BitonicSort):
         a, b, c = (self._val(v, op) for v in op.operands)
         # fp8 operands are upcast to f32 (exact; the one conversion IREE's CPU code has for fp8).
         a, b = (self._float_cast(x, "f32", loc) if x.dtype in FP8_MAX else x for x in (a, b))
+        if c.dtype == "f16":
+            # An fp16 accumulator (out_dtype=tl.float16) accumulates in f32 and is rounded once, as
+            # tensor cores add their products: added up in fp16 along K the sums drift (by 0.03
+            # over K = 64, where Triton's own tests allow 0.01).
+            wide = self._emit(t.Elementwise("arith.extf", [c], t.with_dtype(c.type, "f32"), loc=loc)).result
+            acc = self._emit(t.Dot(a, b, wide, loc)).result
+            self._bind(op, self._emit(t.Elementwise("arith.truncf", [acc], c.type, loc=loc)).result)
+            return
         self._bind(op, self._emit(t.Dot(a, b, c, loc)).result)
 
     # -- control flow ------------------------------------------------------------------------

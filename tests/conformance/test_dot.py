@@ -1,4 +1,4 @@
-"""Batched (3-D) `tl.dot` and `tl.assume`, against torch."""
+"""Batched (3-D) `tl.dot`, fp16 accumulators, and `tl.assume`, against torch."""
 import pytest
 import torch
 import triton
@@ -45,6 +45,29 @@ def test_batched_dot(dtype, acc, shape):
         torch.testing.assert_close(c.double(), want, rtol=1e-4, atol=1e-4)
     else:
         assert torch.equal(c, want.to(acc))
+
+
+@triton.jit
+def narrow_acc_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    acc = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, acc, out_dtype=c_ptr.dtype.element_ty))
+
+
+@pytest.mark.construct("tl.dot (batched, 3-D)")
+def test_fp16_accumulator_rounds_once():
+    """out_dtype=fp16 (Triton refuses bf16 there): the products are summed exactly enough and rounded once (summed
+    in fp16 along K = 64 they drifted by 0.03, beyond Triton's own tests' 0.01)."""
+    dtype = torch.float16
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.rand(32, 64, generator=g).to(dtype), torch.rand(64, 32, generator=g).to(dtype)
+    c = torch.randn(32, 32, generator=g).to(dtype)
+    want = (a.double() @ b.double() + c.double()).to(dtype)
+    narrow_acc_dot_kernel[(1,)](a, b, c, M=32, N=32, K=64)
+    # Within one unit in the last place of the exact result's rounding.
+    torch.testing.assert_close(c, want, rtol=torch.finfo(dtype).eps, atol=0)
 
 
 @triton.jit
