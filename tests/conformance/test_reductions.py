@@ -222,3 +222,26 @@ def test_loop_variable_after_loop():
     loop_variable_after_loop_kernel[(1,)](x, out, last, n)
     torch.testing.assert_close(out, x.sum().view(1), rtol=1e-5, atol=1e-5)
     assert last.item() != -5, "the store of the undefined value did not happen"
+
+
+@triton.jit
+def reduce_all_2d_kernel(x_ptr, out_ptr, OP: tl.constexpr, M: tl.constexpr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :])
+    if OP == "min":
+        z = tl.min(x, axis=None)
+    elif OP == "max":
+        z = tl.max(x, axis=None)
+    else:
+        z = tl.sum(x, axis=None)
+    tl.store(out_ptr, z)
+
+
+@pytest.mark.construct("tl.max / tl.min to a scalar")
+@pytest.mark.parametrize("op", ["min", "max", "sum"])
+def test_2d_tile_to_a_scalar(op):
+    """axis=None reshapes the tile to 1-D first (IREE folded that reshape into a configured
+    reduction and failed to compile)."""
+    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1))
+    out = torch.zeros(1)
+    reduce_all_2d_kernel[(1,)](x, out, OP=op, M=16, N=32)
+    torch.testing.assert_close(out[0], getattr(x, op)(), rtol=1e-5, atol=1e-5)
