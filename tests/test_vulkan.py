@@ -148,35 +148,28 @@ def test_special_values():
     assert untouched(whole, out)
 
 
-# Kernels whose module compiles but computes wrong results on
-# lavapipe, run in a process of their own as they write outside their outputs. scatter_kernel
-# (out[idx[i]] = 2 * x[i]) stores values of an earlier launch at indices of an earlier launch, in 0 to 30 of
-# 1000 elements per launch (for n = 1000 and 1024 alike), and can corrupt the process's heap
-# ("double free or corruption"). In the code IREE generates, each invocation writes its
-# element's value, index and mask to workgroup memory, and then every invocation runs the
-# scatter loop over all 128 elements, reading the other invocations' entries with no barrier
-# in between.
-VULKAN_WRONG = {"scatter_kernel": "stale values at stale indices: workgroup memory read with no barrier"}
-
-
+# Stores through arbitrary offsets (scatter_kernel: out[idx[i]] = 2 * x[i]; even_mask_kernel's
+# mask that is not a bounds check) loop over the tile's elements in every invocation, after the
+# invocations computed the values, offsets and mask together in workgroup memory. Without a
+# barrier in between (the GPU lowering puts one there), they read values of an earlier launch
+# and stored them at indices of an earlier launch, which could corrupt the process's heap:
+# so in a process of its own.
 SCATTER_SIG = "x_ptr=*fp32,idx_ptr=*i32,out_ptr=*fp32,n=i32"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=f"scatter_kernel: {VULKAN_WRONG['scatter_kernel']}")
 def test_scatter(tmp_path):
-    # In a process of its own: the wrong stores can corrupt the heap. Each launch prints whether
-    # it was correct, so a crash after a wrong result still counts as one.
+    # Each launch prints whether it was correct, so a crash after a wrong result still counts as one.
     vmfb = tmp_path / "scatter.vmfb"
     vmfb.write_bytes(vulkan_module(K.scatter_kernel, SCATTER_SIG, {"BLOCK": 128}))
     code = textwrap.dedent(f"""
         import torch
         from triton_iree.aot import Launcher
         run = Launcher({str(vmfb)!r}, "scatter_kernel", {SCATTER_SIG!r}, target="vulkan")
-        for _ in range(10):
-            x, idx = torch.randn(1000), torch.randperm(1300)[:1000].to(torch.int32)
-            out = torch.full((1300,), -7.0)
-            run(x, idx, out, 1000, grid=(8,))
-            want = torch.full((1300,), -7.0)
+        for n in [1, 127, 1024] + [1000] * 8:
+            x, idx = torch.randn(n), torch.randperm(n + 300)[:n].to(torch.int32)
+            out = torch.full((n + 300,), -7.0)
+            run(x, idx, out, n, grid=((n + 127) // 128,))
+            want = torch.full((n + 300,), -7.0)
             want[idx.long()] = x * 2
             print("correct" if torch.equal(out, want) else "wrong", flush=True)
     """)
@@ -263,44 +256,142 @@ def test_matmul_stepped_and_transposed_pointers():
     assert torch.equal(out, x.t())
 
 
+# Stores of a tile through slices (a row loop, a mask, a stride): the GPU lowering stores them
+# from a linalg.copy, so that IREE keeps one program per workgroup (see `_gpu_store_copy`).
+
+@pytest.mark.parametrize("m,n", [(1, 1), (20, 40), (37, 70)])
+def test_scale_shift_2d(m, n):
+    run = launcher(K.scale_shift_2d_kernel, "x_ptr=*fp32,out_ptr=*fp32,M=i32,N=i32,stride_xm=i32,stride_xn=i32,"
+                   "stride_om=i32,stride_on=i32,scale=fp32,shift=fp32", {"BLOCK_M": 16, "BLOCK_N": 32})
+    x = torch.randn(n, m).t()                    # column-major: the fast dim is rows
+    out, whole = padded((m, n + 3))
+    run(x, out, m, n, x.stride(0), x.stride(1), out.stride(0), out.stride(1), 2.5, -1.0,
+        grid=(triton.cdiv(m, 16), triton.cdiv(n, 32)))
+    assert torch.equal(out[:, :n], x * 2.5 - 1.0)
+    assert untouched(whole, out) and bool((out[:, n:] == -7).all())
+
+
+@pytest.mark.parametrize("n", [1, 127, 1000])
+def test_reversed_strided_and_guarded_copies(n):
+    reversed_copy = launcher(K.reversed_copy_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32", {"BLOCK": 128})
+    strided = launcher(K.strided_copy_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32,stride=i32", {"BLOCK": 128})
+    guarded = launcher(K.guarded_copy_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32,limit=i32", {"BLOCK": 128})
+    grid = (triton.cdiv(n, 128),)
+    x = torch.randn(3 * n + 1)
+    out, whole = padded((n,))
+    reversed_copy(x[:n], out, n, grid=grid)
+    assert torch.equal(out, x[:n].flip(0)) and untouched(whole, out)
+    for stride in (0, 1, 3):
+        out, whole = padded((n,))
+        strided(x, out, n, stride, grid=grid)
+        assert torch.equal(out, x[0].expand(n) if stride == 0 else x[::stride][:n]) and untouched(whole, out)
+    out, whole = padded((n,))
+    guarded(x[:n], out, n, 3, grid=(grid[0] + 4,))   # programs 0..2 only, and some past n
+    want = torch.full((n,), -7.0)
+    want[:3 * 128] = x[:min(n, 3 * 128)]
+    assert torch.equal(out, want) and untouched(whole, out)
+
+
+def test_masks_on_size_one_and_broadcast_dims():
+    row_tile = launcher(K.row_tile_copy_kernel, "x_ptr=*fp32,out_ptr=*fp32,M=i32,N=i32,stride=i32", {"BLOCK_N": 64})
+    bcast = launcher(K.broadcast_masked_kernel, "x_ptr=*fp32,out_ptr=*fp32,M=i32,N=i32", {"BLOCK_M": 8, "BLOCK_N": 32})
+    M, N, stride = 5, 50, 64
+    x = torch.randn(8, stride)
+    out = torch.full((8, stride), -7.0)
+    row_tile(x, out, M, N, stride, grid=(8,))        # rows 5..7 masked off
+    want = torch.full((8, stride), -7.0)
+    want[:M, :N] = x[:M, :N] + 1
+    assert torch.equal(out, want)
+    x = torch.randn(40)
+    out, whole = padded((7 * 29,))
+    bcast(x, out, 7, 29, grid=(1,))
+    assert torch.equal(out, x[:29].repeat(7)) and untouched(whole, out)
+
+
+@pytest.mark.parametrize("r,c,stride", [(40, 50, 7), (13, 33, 40), (8, 32, 32)])
+def test_window_rows_overlapping(r, c, stride):
+    run = launcher(K.window_kernel, "x_ptr=*fp32,out_ptr=*fp32,R=i32,C=i32,stride=i32", {"BLOCK_R": 8, "BLOCK_C": 32})
+    x = torch.randn((r - 1) * stride + c)
+    out, whole = padded((r, c))
+    # One program more than needed along each axis: their tiles are wholly masked off.
+    run(x, out, r, c, stride, grid=(triton.cdiv(r, 8) + 1, triton.cdiv(c, 32) + 1))
+    assert torch.equal(out, x.as_strided((r, c), (stride, 1)) * 2) and untouched(whole, out)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (33, 47, 70), (64, 32, 100)])
+def test_int8_matmul(m, n, k):
+    # Contiguous operands: on vulkan the GPU lowering loads 2-D tiles by rows, not as one slab.
+    run = launcher(K.int8_matmul_kernel, "a_ptr=*i8,b_ptr=*i8,c_ptr=*i32,M=i32,N=i32,K=i32",
+                   {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32})
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8)
+    b = torch.randint(-128, 128, (k, n), dtype=torch.int8)
+    c, whole = padded((m, n), dtype=torch.int32)
+    run(a, b, c, m, n, k, grid=(triton.cdiv(m, 32), triton.cdiv(n, 32)))
+    assert torch.equal(c, a.int() @ b.int()) and untouched(whole, c)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (33, 47, 70)])
+def test_two_dots_and_a_row_sum(m, n, k):
+    run = launcher(K.two_dots_rowsum_kernel, "a_ptr=*fp32,b_ptr=*fp32,d_ptr=*fp32,c_ptr=*fp32,e_ptr=*fp32,"
+                   "s_ptr=*fp32,M=i32,N=i32,K=i32", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32})
+    a, b, d = torch.randn(m, k), torch.randn(k, n), torch.randn(k, n)
+    c, c_whole = padded((m, n))
+    e, e_whole = padded((m, n))
+    grid = (triton.cdiv(m, 32), triton.cdiv(n, 32))
+    s, s_whole = padded((grid[1], m))
+    run(a, b, d, c, e, s, m, n, k, grid=grid)
+    torch.testing.assert_close(c, a @ b, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(e, a @ d, atol=1e-4, rtol=1e-4)
+    want = torch.stack([(a @ b)[:, j * 32:(j + 1) * 32].sum(1) for j in range(grid[1])])
+    torch.testing.assert_close(s, want, atol=1e-4, rtol=1e-4)
+    assert untouched(c_whole, c) and untouched(e_whole, e) and untouched(s_whole, s)
+
+
+@pytest.mark.parametrize("mode", [1, 0])
+def test_runtime_if(mode):
+    # On vulkan, tiles cross scf.if and scf.for as tensors, not as vectors.
+    run = launcher(K.runtime_if_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32,mode=i32", {"BLOCK": 128})
+    for n in (1, 127, 1000):
+        x = torch.randn(n)
+        out, whole = padded((n,))
+        run(x, out, n, mode, grid=(triton.cdiv(n, 128),))
+        sign = 1 - 2 * ((torch.arange(n) // 128) % 2)
+        assert torch.equal(out, (x * 2 if mode > 0 else x - 1) * sign) and untouched(whole, out)
+
+
+# Scalar loads and stores: the GPU lowering stores a scalar from a one-element linalg.fill.
+
+def test_scalar_loads_and_stores():
+    scalar_io = launcher(K.scalar_io_kernel, "x_ptr=*fp32,out_ptr=*fp32,scale=fp32,offset_i64=i64", {"FLAG": True})
+    masked = launcher(K.masked_scalar_kernel, "x_ptr=*fp32,out_ptr=*fp32,loaded_ptr=*fp32,n=i32", {})
+    x = torch.randn(24)
+    out, whole = padded((24,))
+    scalar_io(x, out, 1.5, 2 ** 40 + 3, grid=(2, 3, 4))
+    assert torch.equal(out, x * 1.5 + float(2 ** 40 + 3)) and untouched(whole, out)
+    for n in (1, 5, 16):
+        x = torch.randn(n)
+        out, loaded = torch.full((n + 4,), -7.0), torch.zeros(n + 4)
+        masked(x, out, loaded, n, grid=(n + 4,))
+        assert torch.equal(loaded, torch.cat([x, torch.full((4,), -1.0)]))
+        assert torch.equal(out, torch.cat([x * 2, torch.full((4,), -7.0)]))
+
+
 # Corpus kernels whose module does not compile for vulkan,
-# with iree-compile's error. A 2-D tile stored through the row loop (and a slice of stride other
-# than 1, or a guarded store) makes IREE pick a root op of its own inside the loop and distribute
-# it over workgroups again; tiles carried by loops or ifs as vectors (layer norm's accumulators)
-# are wider than SPIR-V vectors; scalar accesses keep a binding subspan SPIR-V cannot lower.
-_COUNT_HINT = ("'iree_codegen.workgroup_count_hint' op failed to resolve workgroup count hint in terms of "
-               "workload ordinals")
+# with iree-compile's error. Tiles carried by loops or ifs as vectors (layer norm's accumulators)
+# are wider than SPIR-V vectors; attention's tiles do not fit lavapipe's workgroup memory; the
+# elementwise op on decayed_dot's accumulator is vectorized in 2-D, which SPIR-V has no form for.
 _WIDE_VECTOR = "failed to legalize operation"   # vector<256xf32> ops (vector.from_elements, arith.constant)
-_SUBSPAN = "failed to legalize operation 'hal.interface.binding.subspan' that was explicitly marked illegal"
 VULKAN_FAILURES = {
-    "scale_shift_2d_kernel": ("x_ptr=*fp32,out_ptr=*fp32,M=i32,N=i32,stride_xm=i32,stride_xn=i32,stride_om=i32,"
-                              "stride_on=i32,scale=fp32,shift=fp32", {"BLOCK_M": 16, "BLOCK_N": 32}, _COUNT_HINT),
     "layer_norm_fwd_kernel": ("X=*fp32,Y=*fp32,W=*fp32,B=*fp32,Mean=*fp32,Rstd=*fp32,stride=i32,N=i32,eps=fp32",
                               {"BLOCK_SIZE": 256}, _WIDE_VECTOR),
-    "reversed_copy_kernel": ("x_ptr=*fp32,out_ptr=*fp32,n=i32", {"BLOCK": 128}, _COUNT_HINT),
-    "strided_copy_kernel": ("x_ptr=*fp32,out_ptr=*fp32,n=i32,stride=i32", {"BLOCK": 128}, _COUNT_HINT),
-    "guarded_copy_kernel": ("x_ptr=*fp32,out_ptr=*fp32,n=i32,limit=i32", {"BLOCK": 128}, _COUNT_HINT),
-    "row_tile_copy_kernel": ("x_ptr=*fp32,out_ptr=*fp32,M=i32,N=i32,stride=i32", {"BLOCK_N": 64}, _COUNT_HINT),
-    "broadcast_masked_kernel": ("x_ptr=*fp32,out_ptr=*fp32,M=i32,N=i32", {"BLOCK_M": 8, "BLOCK_N": 32}, _COUNT_HINT),
-    "window_kernel": ("x_ptr=*fp32,out_ptr=*fp32,R=i32,C=i32,stride=i32", {"BLOCK_R": 8, "BLOCK_C": 32}, _COUNT_HINT),
-    "scalar_io_kernel": ("x_ptr=*fp32,out_ptr=*fp32,scale=fp32,offset_i64=i64", {"FLAG": True}, _SUBSPAN),
-    "masked_scalar_kernel": ("x_ptr=*fp32,out_ptr=*fp32,loaded_ptr=*fp32,n=i32", {}, _SUBSPAN),
     "low_precision_kernel": ("x_ptr=*fp16,y_ptr=*fp16,out_ptr=*fp16,sum_ptr=*fp32,n=i32", {"BLOCK": 128},
                              "failed to legalize operation 'memref.subview'"),
-    "runtime_if_kernel": ("x_ptr=*fp32,out_ptr=*fp32,n=i32,mode=i32", {"BLOCK": 128},
-                          "failed to legalize operation 'scf.if'"),
     "attention_kernel": ("q_ptr=*fp32,k_ptr=*fp32,v_ptr=*fp32,o_ptr=*fp32,L=i32,scale=fp32",
                          {"D": 32, "BLOCK_M": 32, "BLOCK_N": 32},
-                         "uses 62720 bytes of shared memory; exceeded the limit of 32768 bytes"),
-    "two_dots_rowsum_kernel": ("a_ptr=*fp32,b_ptr=*fp32,d_ptr=*fp32,c_ptr=*fp32,e_ptr=*fp32,s_ptr=*fp32,M=i32,N=i32,"
-                               "K=i32", {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
-                               "uses 36864 bytes of shared memory; exceeded the limit of 32768 bytes"),
+                         "bytes of shared memory; exceeded the limit of 32768 bytes"),
     "decayed_dot_kernel": ("a_ptr=*fp32,b_ptr=*fp32,c_ptr=*fp32,M=i32,N=i32,K=i32,decay=fp32",
                            {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
-                           "uses 36864 bytes of shared memory; exceeded the limit of 32768 bytes"),
-    "int8_matmul_kernel": ("a_ptr=*i8,b_ptr=*i8,c_ptr=*i32,M=i32,N=i32,K=i32",
-                           {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32},
-                           "failed to legalize unresolved target materialization"),
+                           "'vector.transfer_read' op with rank > 1 should be broken down by prior passes"),
 }
 
 
@@ -380,19 +471,19 @@ def _run_gather():
     assert torch.equal(out, x[idx.long()])
 
 
-@pytest.mark.parametrize("run", [_run_add, _run_row_sum, _run_gather], ids=lambda f: f.__name__[5:])
+# The matmul as Triton's launcher specializes it (unit strides become constants) loads its
+# contiguous tiles by rows on vulkan, as int8_matmul_kernel does.
+@pytest.mark.parametrize("run", [_run_add, _run_row_sum, _run_gather, _run_scale_shift, _run_matmul],
+                         ids=lambda f: f.__name__[5:])
 def test_kernel_launch_through_triton(vulkan_active, run):
     run()
 
 
-# As compiled ahead of time (see VULKAN_FAILURES): the 2-D tile stored through the row loop,
-# layer norm's loop-carried vectors; and the matmul as Triton's launcher specializes it (unit
-# strides become constants), which fails as int8_matmul_kernel does.
-TRITON_PATH_FAILURES = {"scale_shift": _COUNT_HINT, "layer_norm": _WIDE_VECTOR,
-                        "matmul": "failed to legalize unresolved target materialization"}
+# As compiled ahead of time (see VULKAN_FAILURES): layer norm's loop-carried vectors.
+TRITON_PATH_FAILURES = {"layer_norm": _WIDE_VECTOR}
 
 
-@pytest.mark.parametrize("run", [_run_layer_norm, _run_scale_shift, _run_matmul], ids=lambda f: f.__name__[5:])
+@pytest.mark.parametrize("run", [_run_layer_norm], ids=lambda f: f.__name__[5:])
 @pytest.mark.xfail(strict=True, raises=CompileError, reason="iree-compile refuses the module (TRITON_PATH_FAILURES)")
 def test_kernel_launch_through_triton_fails_to_compile(vulkan_active, run):
     try:

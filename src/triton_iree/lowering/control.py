@@ -9,32 +9,46 @@ from .values import EmitterBase, _Tensor
 class ControlEmitter(EmitterBase):
     """Loops and conditionals."""
 
+    def _tiles_as_tensors(self) -> bool:
+        """Vulkan: tiles leave an scf.if as tensors. IREE's SPIR-V backend has no vectors wider
+        than 4 elements, and a whole tile as a vector stays one. (Loops keep vectors: a tensor
+        carried by a loop and not updated in place fails IREE's bufferization.)"""
+        gpu = self.options.gpu_tiling
+        return gpu is not None and gpu.spirv
+
     @staticmethod
-    def _vector_type(v: t.Value) -> str:
+    def _carried_type(v: t.Value, as_tensor: bool = False) -> str:
+        if as_tensor:
+            return v.type.mlir()
         return f"vector<{'x'.join(map(str, v.shape))}x{v.dtype}>"
 
-    def _region_value(self, v: t.Value) -> tuple[str, str]:
+    def _region_value(self, v: t.Value, as_tensor: bool = False) -> tuple[str, str]:
         """(ssa name, type) of `v` as it crosses into or out of a region."""
         if not v.is_tile:
             return self.scalar(v), v.dtype
         src = self.tensor(v)
+        if as_tensor:
+            return src, v.type.mlir()
         zeros = ", ".join(self.idx(0) for _ in v.shape)
         inb = ", ".join("true" for _ in v.shape)
         r = self.fresh("vec")
         self.w(f"{r} = vector.transfer_read {src}[{zeros}], {self.const(0, v.dtype)} {{in_bounds = [{inb}]}} : "
-               f"{v.type.mlir()}, {self._vector_type(v)}")
-        return r, self._vector_type(v)
+               f"{v.type.mlir()}, {self._carried_type(v)}")
+        return r, self._carried_type(v)
 
-    def _bind_region_value(self, v: t.Value, name: str) -> None:
+    def _bind_region_value(self, v: t.Value, name: str, as_tensor: bool = False) -> None:
         if not v.is_tile:
             self.bind(("s", v.id), name)
+            return
+        if as_tensor:
+            self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
             return
         zeros = ", ".join(self.idx(0) for _ in v.shape)
         inb = ", ".join("true" for _ in v.shape)
         e, r = self.fresh("e"), self.fresh("tile")
         self.w(f"{e} = tensor.empty() : {v.type.mlir()}")
         self.w(f"{r} = vector.transfer_write {name}, {e}[{zeros}] {{in_bounds = [{inb}]}} : "
-               f"{self._vector_type(v)}, {v.type.mlir()}")
+               f"{self._carried_type(v)}, {v.type.mlir()}")
         self.bind(("t", v.id), _Tensor(r, tuple(range(len(v.shape))), v.type.mlir()))
 
     def _tensor_carried(self, op: t.For, j: int) -> bool:
@@ -163,7 +177,7 @@ class ControlEmitter(EmitterBase):
         """scf.while: carried values cross its regions as scalars and vectors."""
         inits = [self._region_value(v) for v in op.inits]
         types = ", ".join(ty for _, ty in inits)
-        fwd = [self._vector_type(v) if v.is_tile else v.dtype for v in op.results]
+        fwd = [self._carried_type(v) if v.is_tile else v.dtype for v in op.results]
         res = self.fresh("while") if op.results else None
         lhs = f"{res}:{len(op.results)} = " if len(op.results) > 1 else (f"{res} = " if res else "")
         args = [self.fresh("it") for _ in inits]
@@ -196,7 +210,8 @@ class ControlEmitter(EmitterBase):
     def _if(self, op: t.If) -> None:
         live = self.facts.live
         keep = [j for j in range(len(op.results)) if op.results[j].id in live]
-        types = [self._vector_type(op.results[j]) if op.results[j].is_tile else op.results[j].dtype
+        as_tensor = self._tiles_as_tensors()
+        types = [self._carried_type(op.results[j], as_tensor) if op.results[j].is_tile else op.results[j].dtype
                  for j in keep]
         cond = self.scalar(op.cond)
         res = self.fresh("if") if keep else None
@@ -209,11 +224,11 @@ class ControlEmitter(EmitterBase):
             self.scopes.append({})
             self._block(blk)
             if keep:
-                ys = [self._region_value(blk.yields[j])[0] for j in keep]
+                ys = [self._region_value(blk.yields[j], as_tensor)[0] for j in keep]
                 self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
             self.scopes.pop()
             self.indent -= 1
         self.w("}")
         names = [res] if len(keep) == 1 else [f"{res}#{i}" for i in range(len(keep))]
         for j, n in zip(keep, names):
-            self._bind_region_value(op.results[j], n)
+            self._bind_region_value(op.results[j], n, as_tensor)

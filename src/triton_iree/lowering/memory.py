@@ -7,7 +7,7 @@ from typing import Optional
 from .. import tile as t
 from ..errors import TYPE_NAMES
 from ..analysis import Box, GatherAccess, Poly, StructuredAccess
-from .values import EmitterBase, _Body, _Tensor, literal
+from .values import EmitterBase, _Body, _bytes, _Tensor, literal
 
 class MemoryEmitter(EmitterBase):
     """Loads and stores."""
@@ -448,6 +448,8 @@ class MemoryEmitter(EmitterBase):
             self.w(f"{red} = tensor.extract_slice {val}[{', '.join('0' for _ in shape)}] [{sizes}] "
                    f"[{', '.join('1' for _ in shape)}] : {op.value.type.mlir()} to {rty.mlir()}")
             val = red
+        if self.options.gpu_tiling is not None and (len(active) > 1 or not (box is None or id(op) in self.assume_full)):
+            val = self._gpu_store_copy(val, rty)
         if box is None or id(op) in self.assume_full:
             self._slice_store(p, acc, shape, active, inner, rty, val, None)
         else:
@@ -458,6 +460,20 @@ class MemoryEmitter(EmitterBase):
                 # which it rejects; a copy of the whole tile keeps every allocation static.
                 val = self._copy(val, rty.mlir())
             self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
+
+    def _gpu_store_copy(self, val: str, rty: t.TileType) -> str:
+        """GPUs: the stored tile through a linalg.copy, whose slices the stores take.
+
+        Without it IREE moves an elementwise op producing the tile into the row loop of the
+        store (one copy of the op per row, without its compilation_info), and a tile that is
+        only loaded and stored leaves no linalg op at all: either way IREE configures the
+        dispatch itself and spreads it over workgroups again, which fails ('workgroup_count_hint'
+        op failed to resolve workgroup count hint). IREE moves no named op into the loop."""
+        e, c = self._empty(rty.mlir()), self.fresh("cp")
+        slot = self._config_slot("copy", rty.shape, ("parallel",) * len(rty.shape), _bytes(rty.dtype))
+        self.w(f"{c} = linalg.copy {slot}ins({val} : {rty.mlir()}) outs({e} : {rty.mlir()}) -> {rty.mlir()}")
+        self.store_copies[c] = val
+        return c
 
     def _slice_store(self, p: t.Param, acc, shape, active, inner, rty: t.TileType, val: str,
                      ranges: Optional[dict]) -> None:
@@ -500,8 +516,13 @@ class MemoryEmitter(EmitterBase):
             self.w(f"scf.if {cond} {{")
             self.indent += 1
             self.scopes.append({})
-        x = self.fresh("one")
-        self.w(f"{x} = tensor.from_elements {value} : tensor<1x{p.dtype}>")
+        if self.options.gpu_tiling is not None:
+            # GPUs: from a one-element linalg.fill. A dispatch without a linalg op keeps its
+            # bindings as they are, which IREE's SPIR-V backend cannot lower.
+            x = self._fill(value, t.TileType((1,), p.dtype))
+        else:
+            x = self.fresh("one")
+            self.w(f"{x} = tensor.from_elements {value} : tensor<1x{p.dtype}>")
         self.w(f"iree_tensor_ext.dispatch.tensor.store {x}, {self.binding[id(p)]}, offsets = [{off}], "
                f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
         if cond is not None:
@@ -518,6 +539,18 @@ class MemoryEmitter(EmitterBase):
         shape = op.value.shape
         val, offs = self.tensor(op.value), self.tensor(op.offsets)
         mask = self.tensor(op.mask) if op.mask is not None else None
+        if self.options.gpu_tiling is not None:
+            # GPUs: the workgroup's threads compute these tiles together (into workgroup memory),
+            # and then each reads every element: a barrier in between (IREE places none, and the
+            # loop read values of an earlier launch).
+            tiles = [(val, op.value.type.mlir()), (offs, op.offsets.type.mlir())]
+            if mask is not None:
+                tiles.append((mask, op.mask.type.mlir()))
+            b = self.fresh("sync")
+            self.w(f"{b}:{len(tiles)} = iree_gpu.value_barrier {', '.join(n for n, _ in tiles)} : "
+                   f"{', '.join(ty for _, ty in tiles)}")
+            val, offs = f"{b}#0", f"{b}#1"
+            mask = f"{b}#2" if mask is not None else None
         ivs = []
         for d, n in enumerate(shape):
             iv = self.fresh("el")

@@ -112,10 +112,27 @@ class ModuleEmitter(EmitterBase):
             # kept. Measured on an H200: softmax, layer norm and argmax correct, but softmax and
             # layer norm about 1000x slower than Triton (a TileAndFuse root on softmax's
             # reduction: 40x slower, and layer norm did not compile).
-            pass
+            # The copies before stores (`_gpu_store_copy`) are for dispatches the lowering
+            # configures; IREE's own configuration does without them.
+            for c, src in self.store_copies.items():
+                text = re.sub(f"\n[ ]*{c} = linalg\\.copy [^\n]*", "", text)
+                text = re.sub(f"{c}(?![0-9])", src, text)
         elif gpu is not None and candidates:
-            root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].heat(), -i))
+            if gpu.spirv:
+                root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].kind == "matmul",
+                                                      1 not in ops[i].loops, ops[i].heat(), -i))
+            else:
+                root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].heat(), -i))
             attrs[root] = f"compilation_info = {gpu.compilation_info(ops[root].loops, ops[root].iterators)}"
+            if gpu.spirv:
+                # IREE's SPIR-V pipeline tiles every op with one configuration and requires all
+                # the ops' to be equal: the ops of the root's rank carry the root's, the others
+                # none. A root with a size-1 loop loses its configuration when IREE drops that
+                # loop, so one without is preferred.
+                cfg = gpu.spirv_lowering_config(ops[root].loops, ops[root].iterators)
+                for i in candidates:
+                    if i != root and len(ops[i].loops) == len(ops[root].loops):
+                        attrs[i] = f"lowering_config = {cfg}"
         elif tiling is not None and tiling.configures(ops) and "tensor.collapse_shape" not in text:
             # (A reduction of a reshaped tile, `tl.reshape(x, (n,))`: IREE folds the reshape into
             # the reduction, which loses its configuration, and configuring the rest fails.)
@@ -207,7 +224,11 @@ class ModuleEmitter(EmitterBase):
         slab fits the buffer read it in place (`_slab_load`).
         """
         plan = self.facts.plan
-        self.slab_able = {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
+        gpu = self.options.gpu_tiling
+        # IREE's SPIR-V backend cannot lower a slab's 2-D view once the slab is in workgroup
+        # memory ('failed to legalize unresolved target materialization'): rows instead.
+        self.slab_able = {} if gpu is not None and gpu.spirv else \
+            {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
         if not plan and not slabs or not self.options.full_tiles:
             self._block(self.k.body)

@@ -115,6 +115,7 @@ class EmitterBase():
         self.slab_able: dict[int, tuple[int, int]] = {}   # id(load) -> (outer, inner) dims
         self.loop_depth = 0
         self.linalg_ops: list[_LinalgOp] = []
+        self.store_copies: dict[str, str] = {}   # GPUs: linalg.copy before a store -> its source
         self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
         # A kernel with atomics runs its programs one after another in one workgroup (see
         # `atomics`); program_ids then holds each axis' program id (an index).

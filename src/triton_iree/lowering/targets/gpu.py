@@ -7,6 +7,13 @@ dispatch carries a `compilation_info` whose workgroup tile sizes are all 0 (the 
 workgroup's) and whose thread tile sizes spread the tile over the workgroup's threads: IREE's
 LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SPIR-V backend's BaseDistribute pipeline on
 Vulkan (which refuses LLVMGPU pipelines).
+
+The emitted form differs from the CPU's where IREE would otherwise drop or replace that
+configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
+(IREE moves no named op into a store's row loop, and a tile only loaded and stored keeps a
+linalg op), scalars from a one-element linalg.fill, scatters read their tiles after an
+`iree_gpu.value_barrier`; on Vulkan every op of the root's rank carries the root's tile sizes, a
+root without size-1 loops is preferred, and 2-D tiles are loaded by rows rather than as slabs.
 """
 from __future__ import annotations
 
@@ -42,12 +49,22 @@ class GpuTiling:
             threads = max(1, threads // max(1, loops[d] // per))
         return tiles
 
+    def spirv_lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
+        """The root's tile sizes. IREE's SPIR-V pipeline tiles every op of the dispatch with the
+        first lowering_config it finds and requires the configs it finds to be equal, so the
+        ops of the root's rank carry the root's too: then the tiling is the root's even where
+        bufferization turns the root into a memref.copy (a tile that is only loaded and
+        stored), which leaves no config behind."""
+        zeros = ", ".join("0" for _ in loops)
+        thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
+        return f"#iree_codegen.lowering_config<tile_sizes = [[{zeros}], [{thread}]]>"
+
     def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         zeros = ", ".join("0" for _ in loops)
         thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
         if self.spirv:
-            return (f"#iree_codegen.compilation_info<lowering_config = #iree_codegen.lowering_config<tile_sizes = "
-                    f"[[{zeros}], [{thread}]]>, translation_info = #iree_codegen.translation_info<pipeline = "
+            return (f"#iree_codegen.compilation_info<lowering_config = {self.spirv_lowering_config(loops, iterators)}, "
+                    f"translation_info = #iree_codegen.translation_info<pipeline = "
                     f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads}, 1, 1]>>")
         fields = [f"workgroup = [{zeros}]", f"thread = [{thread}]"]
         if "reduction" in iterators:
