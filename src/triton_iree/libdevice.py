@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from triton.language import core
 from triton.language.extra import libdevice as _stubs
 
-from . import f64_math, tile as t
+from . import f32_trig, f64_math, tile as t
 
 LIBRARY = "triton_iree.libdevice"
 MODULE = _stubs.__name__   # the name Triton looks our module up by
@@ -139,6 +139,8 @@ def expand(name: str, args: list[t.Value], ty: t.Type, loc: str,
         xs = [wide(x) for x in args]
         if (r := f64_math.expand(FLOAT_OPS[name], xs, loc, emit)) is not None:
             return r
+        if (r := f32_trig.expand(FLOAT_OPS[name], xs, loc, emit)) is not None:   # sin, cos, tan
+            return narrow(r)
         if name in NO_F64 and xs[0].dtype == "f64":
             return None
         if name in SCALED_LOGS and (name != "log2" or xs[0].dtype == "f64"):

@@ -13,7 +13,7 @@ from typing import Optional
 
 from iree.compiler import ir
 
-from . import f64_math, tile as t
+from . import f32_trig, f64_math, tile as t
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
 from .locations import library_call, loc_name, sort_call, source_loc
@@ -276,6 +276,10 @@ class TTIRReader(FloatCasts, BitonicSort):
         if (r := f64_math.expand(opname, args, loc, lambda o: self._emit(o).result)) is not None:
             self._bind(op, r)
             return
+        # f32 (f16, bf16) sin / cos / tan with an argument reduction right for every f32.
+        if (r := f32_trig.expand(opname, args, loc, lambda o: self._emit(o).result)) is not None:
+            self._bind(op, r)
+            return
         self._bind(op, self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result)
 
     def _select_ptr(self, op, loc: str) -> None:
@@ -532,6 +536,11 @@ class TTIRReader(FloatCasts, BitonicSort):
         if ptr.dtype not in ("i32", "i64", "f16", "bf16", "f32", "f64"):
             raise UnsupportedError(f"tl.atomic_{kind} on {ptr.dtype} is not supported by triton-iree",
                                    kernel=self.kernel_name, loc=loc)
+        if mask is not None and isinstance(mask.owner, t.Constant) and not mask.owner.value:
+            # Masked off everywhere (a mask Triton folded to false): it does nothing, and its old
+            # values are undefined. (iree-compile fails on the dispatch if it stays.)
+            self._bind(op, self._emit(t.Constant(0, value.type, loc)).result)
+            return
         self._bind(op, self._emit(t.Atomic(kind, ptr.buffer, ptr.offsets, value, mask, cmp, loc)).result)
 
     def _op_tt_store(self, op, loc: str) -> None:

@@ -215,14 +215,11 @@ SPECIAL = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1.0, -1.0, 1e-3
 @pytest.mark.construct("tl.extra.libdevice")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", sorted(UNARY))
-def test_special_values(name, dtype, request):
-    # Zeros, infinities, NaN and far-out values: the results C's math library gives.
+def test_special_values(name, dtype):
+    # Zeros, infinities, NaN and far-out values: the results C's math library gives (sin, cos,
+    # tan: triton-iree's argument reduction, f32_trig.py and f64_trig.py; see test_f32_trig.py).
     if dtype == torch.float64 and name in bound.NO_F64:
         pytest.skip(f"{name} is refused on f64 (test_unary)")
-    if name in ("sin", "cos", "tan") and dtype == torch.float32:   # (f64 ones are triton-iree's, f64_trig.py)
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "IREE's f32 sin / cos / tan reduce their argument with too little precision: "
-            "wrong beyond |x| of about 1e3, inf or NaN at 1e30")))
     x = torch.tensor(SPECIAL * 16, dtype=dtype)[:N]
     ref = UNARY[name][0](x.double()).to(dtype)
     out = _run(name, x)
