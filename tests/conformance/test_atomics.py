@@ -240,6 +240,28 @@ def test_bf16_add_rounds_each_add():
     assert torch.equal(x, want) and torch.equal(y, olds)
 
 
+@triton.jit
+def every_other_add_kernel(x_ptr, out_ptr, old_ptr, n, step, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    # Triton specializes step == 1 to a constant: the mask folds to false everywhere.
+    mask = (offs < n) & (offs % step != 0)
+    old = tl.atomic_add(out_ptr + offs // 2, tl.load(x_ptr + offs, mask=mask), mask=mask)
+    tl.store(old_ptr + offs, tl.where(mask, old, -1.0), mask=offs < n)
+
+
+@pytest.mark.construct("tl.atomic_add")
+@pytest.mark.parametrize("step", [1, 2])
+def test_mask_folded_to_false(step):
+    n = 10
+    x = torch.arange(1.0, n + 1)
+    out, old = torch.zeros(n // 2), torch.zeros(n)
+    every_other_add_kernel[(1,)](x, out, old, n, step, BLOCK=16)
+    if step == 1:
+        assert torch.equal(out, torch.zeros(n // 2)) and torch.equal(old, torch.full((n,), -1.0))
+    else:   # the odd elements, one per bin
+        assert torch.equal(out, x[1::2]) and torch.equal(old[1::2], torch.zeros(n // 2))
+
+
 @pytest.mark.construct("tl.atomic_add")
 def test_checked_mode_out_of_bounds():
     x = torch.zeros(100, dtype=torch.int32)

@@ -62,7 +62,10 @@ class AtomicEmitter(EmitterBase):
             self.indent -= 1
             self.w("}")
             nxt = r
-        self.bind(("t", v.id), _Tensor(results[0], tuple(range(len(v.shape))), ty))
+        # The old values as a copy: IREE fused the loop into an elementwise consumer of its
+        # result (`tl.where(mask, old, -1)`) and so ran every read-combine-write once more per
+        # tile of the consumer (3 adds instead of 1); it never fuses through a copy.
+        self.bind(("t", v.id), _Tensor(self._copy(results[0], ty), tuple(range(len(v.shape))), ty))
 
     def _atomic_element(self, op: t.Atomic, off: str, x: str, mask: Optional[str],
                         cmp: Optional[str]) -> str:
