@@ -400,3 +400,33 @@ def test_value_loaded_before_loop_read_after_store_in_loop(n):
     read_in_loop_kernel[grid(n)](p, out, n, BLOCK=BLOCK)
     torch.testing.assert_close(out, p0.repeat(3), rtol=0, atol=0)
     torch.testing.assert_close(p, torch.full((n,), 2.0), rtol=0, atol=0)
+
+
+@triton.jit
+def store_if_big_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr, FROM_Y: tl.constexpr, TILE: tl.constexpr):
+    # The stored values are a constant or a loaded tile, and the load of x[0] is a snapshot (a
+    # store to x follows it): nothing in the dispatch computes.
+    if TILE:
+        big = tl.load(x_ptr + tl.arange(0, 1)).item() > 42
+    else:
+        big = tl.load(x_ptr) > 42
+    if big:
+        if FROM_Y:
+            tl.store(x_ptr + 1 + tl.arange(0, BLOCK), tl.load(y_ptr + tl.arange(0, BLOCK)))
+        else:
+            tl.store(x_ptr, 7)
+
+
+@pytest.mark.parametrize("first", [45, 40])
+@pytest.mark.parametrize("from_y, tile", [(False, False), (False, True), (True, False)])
+def test_store_under_a_condition_on_the_same_buffer(first, from_y, tile):
+    x = torch.tensor([first, 0, 0, 0, 0], dtype=torch.int32)
+    y = torch.tensor([1, 2, 3, 4], dtype=torch.int32)
+    store_if_big_kernel[(1,)](x, y, BLOCK=4, FROM_Y=from_y, TILE=tile)
+    want = torch.tensor([first, 0, 0, 0, 0], dtype=torch.int32)
+    if first > 42:
+        if from_y:
+            want[1:] = y
+        else:
+            want[0] = 7
+    assert torch.equal(x, want)

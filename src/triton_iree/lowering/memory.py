@@ -449,7 +449,12 @@ class MemoryEmitter(EmitterBase):
                    f"[{', '.join('1' for _ in shape)}] : {op.value.type.mlir()} to {rty.mlir()}")
             val = red
         if self.options.gpu_tiling is not None and (len(active) > 1 or not (box is None or id(op) in self.assume_full)):
-            val = self._gpu_store_copy(val, rty)
+            val = self._store_copy(val, rty)
+        elif self.snapshots and _loaded(op.value):
+            # A dispatch whose stores all store loaded tiles or constants is bufferized by IREE
+            # as a copy, where the allocation of a snapshot (`memory_order`) is an error
+            # ('unexpected allocation while bufferizing copy only dispatches'): one that computes.
+            val = self._store_copy(val, rty)
         if box is None or id(op) in self.assume_full:
             self._slice_store(p, acc, shape, active, inner, rty, val, None)
         else:
@@ -461,11 +466,11 @@ class MemoryEmitter(EmitterBase):
                 val = self._copy(val, rty.mlir())
             self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
 
-    def _gpu_store_copy(self, val: str, rty: t.TileType) -> str:
-        """GPUs: the stored tile through a linalg.copy, whose slices the stores take.
+    def _store_copy(self, val: str, rty: t.TileType) -> str:
+        """The stored tile through a linalg.copy, whose slices the stores take.
 
-        Without it IREE moves an elementwise op producing the tile into the row loop of the
-        store (one copy of the op per row, without its compilation_info), and a tile that is
+        GPUs: without it IREE moves an elementwise op producing the tile into the row loop of
+        the store (one copy of the op per row, without its compilation_info), and a tile that is
         only loaded and stored leaves no linalg op at all: either way IREE configures the
         dispatch itself and spreads it over workgroups again, which fails ('workgroup_count_hint'
         op failed to resolve workgroup count hint). IREE moves no named op into the loop."""
@@ -516,9 +521,10 @@ class MemoryEmitter(EmitterBase):
             self.w(f"scf.if {cond} {{")
             self.indent += 1
             self.scopes.append({})
-        if self.options.gpu_tiling is not None:
-            # GPUs: from a one-element linalg.fill. A dispatch without a linalg op keeps its
-            # bindings as they are, which IREE's SPIR-V backend cannot lower.
+        if self.options.gpu_tiling is not None or self.snapshots:
+            # From a one-element linalg.fill. GPUs: a dispatch without a linalg op keeps its
+            # bindings as they are, which IREE's SPIR-V backend cannot lower. With snapshots: a
+            # stored constant must not make the dispatch a copy (see `_store`).
             x = self._fill(value, t.TileType((1,), p.dtype))
         else:
             x = self.fresh("one")
@@ -580,3 +586,10 @@ class MemoryEmitter(EmitterBase):
             self.scopes.pop()
             self.indent -= 1
             self.w("}")
+
+
+def _loaded(v: t.Value) -> bool:
+    """`v` is a loaded tile, or a reshape of one: IREE counts storing it as a copy."""
+    while isinstance(v.owner, (t.Reshape, t.ExpandDims)):
+        v = v.owner.src
+    return isinstance(v.owner, t.Load)

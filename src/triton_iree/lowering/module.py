@@ -112,7 +112,7 @@ class ModuleEmitter(EmitterBase):
             # kept. Measured on an H200: softmax, layer norm and argmax correct, but softmax and
             # layer norm about 1000x slower than Triton (a TileAndFuse root on softmax's
             # reduction: 40x slower, and layer norm did not compile).
-            # The copies before stores (`_gpu_store_copy`) are for dispatches the lowering
+            # The copies before stores (`_store_copy`) are for dispatches the lowering
             # configures; IREE's own configuration does without them.
             for c, src in self.store_copies.items():
                 text = re.sub(f"\n[ ]*{c} = linalg\\.copy [^\n]*", "", text)
