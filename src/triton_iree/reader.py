@@ -272,6 +272,14 @@ class TTIRReader(FloatCasts, BitonicSort):
         if len(op.results) != 1:
             raise self._unsupported(op, "multi-result elementwise op")
         ty = self._type(op.results[0].type, op)
+        if opname == "math.absf" and args[0].dtype in FP8_MAX:
+            # |x| of fp8 (IREE's CPU code has no fp8 arithmetic): the sign bit cleared.
+            i8 = t.with_dtype(ty, "i8")
+            bits = self._emit(t.Elementwise("arith.bitcast", args, i8, loc=loc)).result
+            mag = self._emit(t.Elementwise("arith.andi", [bits, self._emit(t.Constant(0x7F, i8, loc)).result], i8,
+                                           loc=loc)).result
+            self._bind(op, self._emit(t.Elementwise("arith.bitcast", [mag], ty, loc=loc)).result)
+            return
         # fp64 functions that would call the C math library, written with inline f64 ops.
         if (r := f64_math.expand(opname, args, loc, lambda o: self._emit(o).result)) is not None:
             self._bind(op, r)

@@ -217,3 +217,19 @@ def test_unsupported_pointer_casts(kernel, args, what):
     meta = {"BLOCK": 16} if kernel in (narrow_store_kernel, wider_kernel) else {}
     with pytest.raises(UnsupportedError, match=what + r".*test_types.py:\d+"):
         kernel[(1,)](*args(), **meta)
+
+
+@triton.jit
+def abs_kernel(x_ptr, z_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(z_ptr + offs, tl.abs(tl.load(x_ptr + offs)))
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
+def test_fp8_abs_of_every_value(dtype):
+    """tl.abs of fp8 clears the sign bit (NaNs stay NaNs)."""
+    bits = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    z = torch.empty(256, dtype=dtype)
+    abs_kernel[(1,)](bits.view(dtype), z, BLOCK=256)
+    assert torch.equal(z.view(torch.uint8), bits & 0x7F)
