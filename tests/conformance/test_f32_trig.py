@@ -28,8 +28,12 @@ def trig_kernel(x_ptr, sin_ptr, cos_ptr, tan_ptr, n, BLOCK: tl.constexpr):
 def _inputs() -> np.ndarray:
     rng = np.random.default_rng(7)
     # Whole tiles below 2^24 (the short reduction runs on them alone) ...
-    small = np.concatenate([rng.uniform(-10, 10, 2 * BLOCK), rng.uniform(-1e5, 1e5, 2 * BLOCK),
-                            rng.uniform(-2.0 ** 24, 2.0 ** 24, BLOCK)])
+    # (the first one with zeros, subnormals and tiny values, the last one with the largest
+    # floats below 2^24) ...
+    tiny = [0.0, -0.0, 1e-45, -1e-45, 1e-39, -1.17e-38, 2.0 ** -12, -(2.0 ** -12), 2.0 ** -13, -1e-5]
+    below = [np.nextafter(np.float32(2.0 ** 24), np.float32(0)), -16777215.0, 16777213.0]
+    small = np.concatenate([tiny, rng.uniform(-10, 10, 2 * BLOCK - len(tiny)), rng.uniform(-1e5, 1e5, 2 * BLOCK),
+                            rng.uniform(-2.0 ** 24, 2.0 ** 24, BLOCK - len(below)), below])
     # ... the float32 nearest k pi/2 and its neighbours, for k up to 1e6 and a few huge k ...
     k = np.concatenate([np.arange(1, 1000), rng.integers(1000, 10 ** 6, 2000), [2 ** 30 + 3, 10 ** 15, 3 * 10 ** 25]])
     near = (k * (np.pi / 2)).astype(np.float32)
@@ -65,3 +69,27 @@ def test_f32_sin_cos_tan_whole_range():
         if name != "cos":
             zeros = x == 0
             assert np.array_equal(np.signbit(got[zeros]), np.signbit(x[zeros])), name
+
+
+@triton.jit
+def narrow_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, libdevice.sin(x), mask=m)
+
+
+@pytest.mark.construct("tl.extra.libdevice")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_narrow_sin_whole_range(dtype):
+    # Computed in f32 and rounded once more to the narrow type: within one of its ulp of numpy.
+    rng = np.random.default_rng(3)
+    big = 60000.0 if dtype == torch.float16 else 3e38
+    x = torch.from_numpy(rng.uniform(-big, big, 3 * BLOCK)).to(dtype)
+    x[:4] = torch.tensor([0.0, -0.0, float("inf"), float("nan")])
+    out = torch.empty_like(x)
+    narrow_kernel[(3,)](x, out, 3 * BLOCK, BLOCK=BLOCK)
+    with np.errstate(invalid="ignore"):
+        ref = torch.from_numpy(np.sin(x.double().numpy())).to(dtype)
+    torch.testing.assert_close(out, ref, atol=0, rtol=2 ** -7 if dtype == torch.bfloat16 else 2 ** -10,
+                               equal_nan=True)
