@@ -65,6 +65,13 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
             "math.atan": _atan, "math.asin": _asin, "math.acos": _acos}[opname](x, op, const)
 
 
+def _int_ops(op, const):
+    """i64 helpers over `op` and `const`: (an i64 op of its operands, an i64 constant, an
+    integer comparison)."""
+    return (lambda name, *xs: op(name, list(xs), "i64"), lambda v: const(v, "i64"),
+            lambda pred, a, b: op("arith.cmpi", [a, b], "i1", {"predicate": pred}))
+
+
 def _cmp(op, pred: str, a: t.Value, b: t.Value) -> t.Value:
     return op("arith.cmpf", [a, b], "i1", {"predicate": pred})
 
@@ -271,14 +278,7 @@ def _fmod(x: t.Value, y: t.Value, op, const) -> t.Value:
     i64 arithmetic, is the exact remainder or that minus my, which adding my back fixes. The
     result is built from r and ey in the bits (it may be subnormal, which arithmetic here would
     flush to zero), with the sign of x."""
-    def i64(name, *xs):
-        return op(name, list(xs), "i64")
-
-    def ci(v):
-        return const(v, "i64")
-
-    def cmpi(pred, a, b):
-        return op("arith.cmpi", [a, b], "i1", {"predicate": pred})
+    i64, ci, cmpi = _int_ops(op, const)
     mask = ci((1 << 63) - 1)
     xb, yb = op("arith.bitcast", [x], "i64"), op("arith.bitcast", [y], "i64")
     ax, ay = i64("arith.andi", xb, mask), i64("arith.andi", yb, mask)
@@ -322,14 +322,7 @@ def _fmod(x: t.Value, y: t.Value, op, const) -> t.Value:
 def _ldexp(v: t.Value, e: t.Value, op, const) -> t.Value:
     """v 2^e for a positive normal f64 v and an i64 e, in the bits: inf above the range, and a
     subnormal result rounded to nearest even from v (arithmetic here would flush it to zero)."""
-    def i64(name, *xs):
-        return op(name, list(xs), "i64")
-
-    def ci(v):
-        return const(v, "i64")
-
-    def cmpi(pred, a, b):
-        return op("arith.cmpi", [a, b], "i1", {"predicate": pred})
+    i64, ci, cmpi = _int_ops(op, const)
     vb = op("arith.bitcast", [v], "i64")
     biased = i64("arith.addi", i64("arith.shrui", vb, ci(52)), e)
     normal = i64("arith.addi", vb, i64("arith.shli", e, ci(52)))
@@ -353,14 +346,7 @@ def _atan2(y: t.Value, x: t.Value, op, const) -> t.Value:
     normalized from their bits), scaled in the bits (_ldexp: the quotient may be subnormal), then
     atan of it; x < 0 gives pi - (z - pi_lo), and the sign of y. C's cases for zeros (by their
     signs), infinities and NaN are selected at the end."""
-    def i64(name, *xs):
-        return op(name, list(xs), "i64")
-
-    def ci(v):
-        return const(v, "i64")
-
-    def cmpi(pred, a, b):
-        return op("arith.cmpi", [a, b], "i1", {"predicate": pred})
+    i64, ci, cmpi = _int_ops(op, const)
     mask, inf_bits = ci((1 << 63) - 1), ci(0x7FF << 52)
     yb, xb = op("arith.bitcast", [y], "i64"), op("arith.bitcast", [x], "i64")
     ay, ax = i64("arith.andi", yb, mask), i64("arith.andi", xb, mask)
