@@ -66,7 +66,8 @@ class ControlEmitter(EmitterBase):
         keep = [j for j in range(len(op.inits))
                 if op.results[j].id in live or op.iter_args[j].id in live]
         offsets = [j for j in range(len(op.inits)) if (id(op), j) in self.facts.carried_used]
-        as_tensor = {j for j in keep if self._tensor_carried(op, j)}
+        as_tensor = {j for j in keep if self._tensor_carried(op, j)
+                     or (self._tiles_as_tensors() and op.inits[j].is_tile)}
         inits, types = [], []
         for j in keep:
             if j in as_tensor:
@@ -162,6 +163,13 @@ class ControlEmitter(EmitterBase):
         self._block(op.body)
         ys = [self.tensor(op.body.yields[j]) if j in as_tensor else self._region_value(op.body.yields[j])[0]
               for j in keep]
+        for i, j in enumerate(keep):
+            if j in as_tensor and not self._tensor_carried(op, j):
+                # Into the iter_arg: a loop-carried tensor must be updated in place.
+                ty = op.iter_args[j].type.mlir()
+                c = self.fresh("cp")
+                self.w(f"{c} = linalg.copy ins({ys[i]} : {ty}) outs({args[i]} : {ty}) -> {ty}")
+                ys[i] = c
         for j, a in zip(offsets, args[len(keep):]):
             step_p = self.facts.loop_offsets[(id(op), j)].step
             ys.append(self._binop("arith.addi", a, self.poly(step_p)))
