@@ -15,10 +15,11 @@ long one (an scf.if on the tile, each branch yielding the f32 result), a scalar 
   is split into pieces C_i of 29 significant bits, so each |x| C_i is exact in f64 (x has 24); a
   product is reduced mod 2 exactly (p - ((p + 3 2^52) - 3 2^52): the addition rounds p to an
   even integer; a product of 2^53 or more is even, and set to 0); pieces whose products are
-  below 1 for every f32 need no reduction, and the last ones are tiny. The reduced terms are
-  summed with exact two-sums (Knuth) into s + err, right to about 2^-70, far below what the
-  closest f32 to a multiple of pi/2 needs (|x K - n| >= 2^-29.9 for every f32, at
-  x = 16367173 * 2^72). n = round(s), f = (s - n) + err, r = f pi or f pi/2 (tan).
+  below 1 for every f32 need no reduction, and the last ones are tiny. Each reduced term is
+  split at 2^-26; the multiples of 2^-26 sum exactly into hi, the rests and the tiny terms into
+  lo, right to about 2^-70, far below what the closest f32 to a multiple of pi/2 needs
+  (|2x / pi - n| >= 2^-29.9 for every f32, at x = 16367173 * 2^72). n = round(hi),
+  f = (hi - n) + lo, r = f pi or f pi/2 (tan).
 - sin x = (-1)^n sin r; cos x = (-1)^(n + 1) sin r (the short way: (-1)^n sin(k pi/2 - x));
   tan x = sin r / cos r for even n, -cos r / sin r for odd n; the long way then gives the sign
   of x to sin and tan. sin r and cos r are f64 polynomials (fitted to sin on [-pi/2, pi/2], sin
@@ -75,6 +76,7 @@ def _pio2_pieces() -> list[float]:
 _Q = _pio2_pieces()
 _MAGIC = 1.5 * 2.0 ** 52       # x + _MAGIC - _MAGIC rounds |x| < 2^51 to an integer
 _MAGIC2 = 2 * _MAGIC           # ... and |x| < 2^52 to an even integer
+_SPLIT = 1.5 * 2.0 ** 26       # ... and |x| < 2^25 to a multiple of 2^-26
 
 # sin r = r (1 + z P(z)), z = r^2, on [-pi/2, pi/2] (relative error 2^-33).
 _SIN = (-0.1666666666388666, 0.008333332769366115, -0.0001984108666735669, 2.753646924777073e-06,
@@ -217,17 +219,19 @@ def _reduce_large(opname: str, xd: t.Value, op, const) -> tuple[t.Value, t.Value
     """(r, m) as _reduce_small's, for every f32 xd >= 0."""
     b = _B(op, const)
     tan = opname == "math.tan"
-    s, err = _reduce(b, xd, _TWO_OVER_PI if tan else _INV_PI, -0.5 if opname == "math.cos" else None)
-    # n = round(s); its parity is the low bit of s + _MAGIC.
-    m = b.add(s, b.c(_MAGIC))
-    f = b.add(b.sub(s, b.sub(m, b.c(_MAGIC))), err)
+    hi, lo = _reduce(b, xd, _TWO_OVER_PI if tan else _INV_PI, -0.5 if opname == "math.cos" else None)
+    # n = round(hi) (|lo| < 2^-18); its parity is the low bit of hi + _MAGIC.
+    m = b.add(hi, b.c(_MAGIC))
+    f = b.add(b.sub(hi, b.sub(m, b.c(_MAGIC))), lo)
     return b.mul(f, b.c(math.pi / 2 if tan else math.pi)), m
 
 
 def _reduce(b: _B, xd: t.Value, pieces: list[float], offset: Optional[float]) -> tuple[t.Value, t.Value]:
-    """xd * sum(pieces) (+ offset) mod 2 as s + err (s exact two-sums, err their rounding errors
-    and the tiny terms), for every f32 xd."""
-    terms, tiny = [], []
+    """xd * sum(pieces) (+ offset) mod 2 as hi + lo, for every f32 xd: each reduced term (|q| <= 2)
+    is split at 2^-26 (adding and subtracting 1.5 * 2^26 rounds it to a multiple of 2^-26,
+    exactly): hi sums the multiples of 2^-26 exactly (below 16: 30 bits), lo the rests (each
+    below 2^-27) and the tiny terms, with rounding errors below 2^-70."""
+    hi, lo = [], []
     for c in pieces:
         p = b.mul(xd, b.c(c))                                    # exact
         top = _F32_MAX * c
@@ -236,17 +240,18 @@ def _reduce(b: _B, xd: t.Value, pieces: list[float], offset: Optional[float]) ->
             p = b.where(huge, b.c(0.0), p)
         if top >= 0.5:                                           # p mod 2, exact
             p = b.sub(p, b.sub(b.add(p, b.c(_MAGIC2)), b.c(_MAGIC2)))
-            terms.append(p)
-        elif top >= 2.0 ** -12:
-            terms.append(p)
+        if top >= 2.0 ** -12:
+            h = b.sub(b.add(p, b.c(_SPLIT)), b.c(_SPLIT))
+            hi.append(h)
+            lo.append(b.sub(p, h))
         else:
-            tiny.append(p)
+            lo.append(p)
     if offset is not None:
-        terms.insert(0, b.c(offset))
-    s, err = terms[0], None
-    for q in terms[1:]:
-        s, e = b.two_sum(s, q)
-        err = e if err is None else b.add(err, e)
-    for q in tiny:
-        err = b.add(err, q)
-    return s, err
+        hi.insert(0, b.c(offset))
+    total = []
+    for terms in (hi, lo):
+        acc = terms[0]
+        for q in terms[1:]:
+            acc = b.add(acc, q)
+        total.append(acc)
+    return total[0], total[1]
