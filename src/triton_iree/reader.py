@@ -654,6 +654,8 @@ class TTIRReader(FloatCasts, BitonicSort):
         """tl.debug_barrier: synchronizes the threads of one program. A program here runs its ops
         in order, and its loads and stores keep program order (`memory_order`): dropped."""
 
+    _op_ttg_barrier = _op_gpu_barrier   # the same, as Triton 3.9 writes it
+
     def _op_llvm_intr_assume(self, op, loc: str) -> None:
         """tl.assume: a hint for the optimizer; dropped."""
 
