@@ -4,6 +4,10 @@ TTIR is parsed with IREE's MLIR Python bindings, with unregistered dialects allo
 ops arrive as unregistered ops, `!tt.ptr<T>` as an opaque type, and arith/math/scf ops fully
 typed. The reader walks the kernel once and builds the tile program. Pointer values never
 reach the tile program: each becomes (buffer, i64 element offset).
+
+Ops that IREE's CPU code lacks or computes less accurately than Triton (fp8 abs, fp64 library
+functions, f32 sin / cos / tan, fp16 / bf16 sums, fp16 dot accumulators, atomics masked off
+everywhere) are rewritten on reading: `rewrites`, called from one place per op kind.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import Optional
 
 from iree.compiler import ir
 
-from . import f32_trig, f64_math, tile as t
+from . import rewrites, tile as t
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
 from .locations import library_call, loc_name, sort_call, source_loc
@@ -272,23 +276,10 @@ class TTIRReader(FloatCasts, BitonicSort):
         if len(op.results) != 1:
             raise self._unsupported(op, "multi-result elementwise op")
         ty = self._type(op.results[0].type, op)
-        if opname == "math.absf" and args[0].dtype in FP8_MAX:
-            # |x| of fp8 (IREE's CPU code has no fp8 arithmetic): the sign bit cleared.
-            i8 = t.with_dtype(ty, "i8")
-            bits = self._emit(t.Elementwise("arith.bitcast", args, i8, loc=loc)).result
-            mag = self._emit(t.Elementwise("arith.andi", [bits, self._emit(t.Constant(0x7F, i8, loc)).result], i8,
-                                           loc=loc)).result
-            self._bind(op, self._emit(t.Elementwise("arith.bitcast", [mag], ty, loc=loc)).result)
-            return
-        # fp64 functions that would call the C math library, written with inline f64 ops.
-        if (r := f64_math.expand(opname, args, loc, lambda o: self._emit(o).result)) is not None:
-            self._bind(op, r)
-            return
-        # f32 (f16, bf16) sin / cos / tan with an argument reduction right for every f32.
-        if (r := f32_trig.expand(opname, args, loc, lambda o: self._emit(o).result)) is not None:
-            self._bind(op, r)
-            return
-        self._bind(op, self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result)
+        # fp8 abs, fp64 library functions, f32 sin / cos / tan: see `rewrites`.
+        if (r := rewrites.elementwise(opname, args, ty, loc, lambda o: self._emit(o).result)) is None:
+            r = self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result
+        self._bind(op, r)
 
     def _select_ptr(self, op, loc: str) -> None:
         cond = self._val(op.operands[0], op)
@@ -544,12 +535,10 @@ class TTIRReader(FloatCasts, BitonicSort):
         if ptr.dtype not in ("i32", "i64", "f16", "bf16", "f32", "f64"):
             raise UnsupportedError(f"tl.atomic_{kind} on {ptr.dtype} is not supported by triton-iree",
                                    kernel=self.kernel_name, loc=loc)
-        if mask is not None and isinstance(mask.owner, t.Constant) and not mask.owner.value:
-            # Masked off everywhere (a mask Triton folded to false): it does nothing, and its old
-            # values are undefined. (iree-compile fails on the dispatch if it stays.)
-            self._bind(op, self._emit(t.Constant(0, value.type, loc)).result)
-            return
-        self._bind(op, self._emit(t.Atomic(kind, ptr.buffer, ptr.offsets, value, mask, cmp, loc)).result)
+        # A mask folded to false: see `rewrites`.
+        if (r := rewrites.atomic(value, mask, loc, lambda o: self._emit(o).result)) is None:
+            r = self._emit(t.Atomic(kind, ptr.buffer, ptr.offsets, value, mask, cmp, loc)).result
+        self._bind(op, r)
 
     def _op_tt_store(self, op, loc: str) -> None:
         operands = list(op.operands)
@@ -586,21 +575,10 @@ class TTIRReader(FloatCasts, BitonicSort):
         axis = _attr_int(op, "axis")
         combiner = self._scalar_region(op, op.regions[0].blocks[0])
         types = [self._type(r.type, op) for r in op.results]
-        if _is_narrow_float_sum(combiner, srcs):
-            # tl.sum of fp16 / bf16 adds in f32 and rounds once. The order of a reduction is not
-            # Triton's to promise, but its GPU code adds pairwise, where fp16 / bf16 partial sums
-            # stay accurate; IREE's CPU code adds along the row, where they stop growing (1024
-            # ones in bf16 sum to 256).
-            wide = self._emit(t.Elementwise("arith.extf", srcs, t.with_dtype(srcs[0].type, "f32"), loc=loc)).result
-            add = t.Block()
-            add.args = [t.Value(t.ScalarType("f32"), add) for _ in range(2)]
-            add.ops = [t.Elementwise("arith.addf", add.args, t.ScalarType("f32"), combiner.ops[0].attrs, loc)]
-            add.yields = [add.ops[0].result]
-            total = self._emit(t.Reduce([wide], axis, add, [t.with_dtype(types[0], "f32")], loc)).result
-            self.env[op.results[0]] = self._emit(t.Elementwise("arith.truncf", [total], types[0], loc=loc)).result
-            return
-        red = self._emit(t.Reduce(srcs, axis, combiner, types, loc))
-        for r, tv in zip(op.results, red.results):
+        # fp16 / bf16 sums in f32: see `rewrites`.
+        if (results := rewrites.reduce(srcs, axis, combiner, types, loc, lambda o: self._emit(o).result)) is None:
+            results = self._emit(t.Reduce(srcs, axis, combiner, types, loc)).results
+        for r, tv in zip(op.results, results):
             self.env[r] = tv
 
     def _op_tt_scan(self, op, loc: str) -> None:
@@ -663,15 +641,10 @@ class TTIRReader(FloatCasts, BitonicSort):
         a, b, c = (self._val(v, op) for v in op.operands)
         # fp8 operands are upcast to f32 (exact; the one conversion IREE's CPU code has for fp8).
         a, b = (self._float_cast(x, "f32", loc) if x.dtype in FP8_MAX else x for x in (a, b))
-        if c.dtype == "f16":
-            # An fp16 accumulator (out_dtype=tl.float16) accumulates in f32 and is rounded once, as
-            # tensor cores add their products: added up in fp16 along K the sums drift (by 0.03
-            # over K = 64, where Triton's own tests allow 0.01).
-            wide = self._emit(t.Elementwise("arith.extf", [c], t.with_dtype(c.type, "f32"), loc=loc)).result
-            acc = self._emit(t.Dot(a, b, wide, loc)).result
-            self._bind(op, self._emit(t.Elementwise("arith.truncf", [acc], c.type, loc=loc)).result)
-            return
-        self._bind(op, self._emit(t.Dot(a, b, c, loc)).result)
+        # An fp16 accumulator in f32: see `rewrites`.
+        if (r := rewrites.dot(a, b, c, loc, lambda o: self._emit(o).result)) is None:
+            r = self._emit(t.Dot(a, b, c, loc)).result
+        self._bind(op, r)
 
     # -- control flow ------------------------------------------------------------------------
     def _carried(self, op, inits: list) -> tuple[list[t.Value], list[Optional[Ptr]]]:
@@ -816,12 +789,3 @@ class TTIRReader(FloatCasts, BitonicSort):
 def read_ttir(text: str) -> t.Kernel:
     """Parses generic-form TTIR text into a tile program."""
     return TTIRReader(text).read()
-
-
-def _is_narrow_float_sum(combiner: t.Block, srcs: list) -> bool:
-    """The reduction adds one fp16 or bf16 tile (`tl.sum`'s combiner, an addf of its two args)."""
-    if len(srcs) != 1 or srcs[0].dtype not in ("f16", "bf16") or len(combiner.ops) != 1:
-        return False
-    add = combiner.ops[0]
-    return (isinstance(add, t.Elementwise) and add.opname == "arith.addf" and combiner.yields == [add.result]
-            and set(map(id, add.args)) == set(map(id, combiner.args)))

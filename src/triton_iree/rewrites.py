@@ -1,0 +1,94 @@
+"""Rewrites on reading: TTIR ops the reader writes as other tile ops than their one-to-one
+translation, because IREE's CPU code has no such op, or computes it less accurately than Triton
+promises (or than its GPU code does). The reader calls each at one place; each returns the
+rewritten result, its tile ops added through `emit`, or None where it does not apply (the reader
+then translates the op as it is).
+
+- `elementwise` (arith / math ops):
+  - ``math.absf`` of fp8 (``tl.abs``, e4m3 / e5m2): the sign bit cleared on the i8 bits. IREE's
+    CPU code has no fp8 arithmetic, no absf of fp8 either (found by Triton's test_abs_fp8).
+  - fp64 functions that IREE's llvm-cpu code would take from the C math library, which its
+    executables cannot link: inline f64 and i64 ops (`f64_math`).
+  - f32, f16 and bf16 sin / cos / tan: an argument reduction right for every f32 (`f32_trig`,
+    f16 / bf16 through f32). IREE's own reduces in f32: 2.8e-3 off at 1e5, wrong at 1e8.
+- `reduce` (``tt.reduce``): ``tl.sum`` of one fp16 / bf16 tile adds in f32 and rounds once. The
+  order of a reduction is not Triton's to promise, but its GPU code adds pairwise, where fp16 /
+  bf16 partial sums stay accurate; IREE's CPU code adds along the row, where they stop growing
+  (1024 ones in bf16 sum to 256; found by Triton's test_sum_dtype).
+- `dot` (``tt.dot``): an fp16 accumulator (``out_dtype=tl.float16``) accumulates in f32 and is
+  rounded once, as tensor cores add their products: added up in fp16 along K the sums drift (by
+  0.03 over K = 64, where Triton's own test_dot3d allows 0.01).
+- `atomic` (``tt.atomic_rmw``, ``tt.atomic_cas``): an atomic masked off everywhere (a mask
+  Triton folded to false) does nothing, and its old values are undefined: a constant 0, no
+  atomic op. (iree-compile fails on the dispatch if it stays.)
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from . import f32_trig, f64_math, tile as t
+from .float_casts import FP8_MAX
+
+Emit = Callable[[t.Op], t.Value]   # adds an op to the block being read; returns its result
+
+
+def elementwise(opname: str, args: list[t.Value], ty: t.Type, loc: str, emit: Emit) -> Optional[t.Value]:
+    """An arith / math op of type `ty` on `args`, rewritten; None if no rewrite applies."""
+    if opname == "math.absf" and args[0].dtype in FP8_MAX:
+        # |x| of fp8 (IREE's CPU code has no fp8 arithmetic): the sign bit cleared.
+        i8 = t.with_dtype(ty, "i8")
+        bits = emit(t.Elementwise("arith.bitcast", args, i8, loc=loc))
+        mag = emit(t.Elementwise("arith.andi", [bits, emit(t.Constant(0x7F, i8, loc))], i8, loc=loc))
+        return emit(t.Elementwise("arith.bitcast", [mag], ty, loc=loc))
+    # fp64 functions that would call the C math library, written with inline f64 ops.
+    if (r := f64_math.expand(opname, args, loc, emit)) is not None:
+        return r
+    # f32 (f16, bf16) sin / cos / tan with an argument reduction right for every f32.
+    return f32_trig.expand(opname, args, loc, emit)
+
+
+def reduce(srcs: list[t.Value], axis: int, combiner: t.Block, types: list[t.Type], loc: str,
+           emit: Emit) -> Optional[list[t.Value]]:
+    """The results of a reduction of `srcs` along `axis` by `combiner`, rewritten; None if no
+    rewrite applies."""
+    if not _is_narrow_float_sum(combiner, srcs):
+        return None
+    # tl.sum of fp16 / bf16 adds in f32 and rounds once (IREE's CPU code adds along the row,
+    # where fp16 / bf16 partial sums stop growing).
+    wide = emit(t.Elementwise("arith.extf", srcs, t.with_dtype(srcs[0].type, "f32"), loc=loc))
+    add = t.Block()
+    add.args = [t.Value(t.ScalarType("f32"), add) for _ in range(2)]
+    add.ops = [t.Elementwise("arith.addf", add.args, t.ScalarType("f32"), combiner.ops[0].attrs, loc)]
+    add.yields = [add.ops[0].result]
+    total = emit(t.Reduce([wide], axis, add, [t.with_dtype(types[0], "f32")], loc))
+    return [emit(t.Elementwise("arith.truncf", [total], types[0], loc=loc))]
+
+
+def _is_narrow_float_sum(combiner: t.Block, srcs: list) -> bool:
+    """The reduction adds one fp16 or bf16 tile (`tl.sum`'s combiner, an addf of its two args)."""
+    if len(srcs) != 1 or srcs[0].dtype not in ("f16", "bf16") or len(combiner.ops) != 1:
+        return False
+    add = combiner.ops[0]
+    return (isinstance(add, t.Elementwise) and add.opname == "arith.addf" and combiner.yields == [add.result]
+            and set(map(id, add.args)) == set(map(id, combiner.args)))
+
+
+def dot(a: t.Value, b: t.Value, c: t.Value, loc: str, emit: Emit) -> Optional[t.Value]:
+    """`a @ b + c`, rewritten; None if no rewrite applies."""
+    if c.dtype != "f16":
+        return None
+    # An fp16 accumulator accumulates in f32 and is rounded once, as tensor cores add their
+    # products (added up in fp16 along K the sums drift).
+    wide = emit(t.Elementwise("arith.extf", [c], t.with_dtype(c.type, "f32"), loc=loc))
+    acc = emit(t.Dot(a, b, wide, loc))
+    return emit(t.Elementwise("arith.truncf", [acc], c.type, loc=loc))
+
+
+def atomic(value: t.Value, mask: Optional[t.Value], loc: str, emit: Emit) -> Optional[t.Value]:
+    """The old values an atomic of `value` under `mask` returns, rewritten; None if no rewrite
+    applies."""
+    if mask is not None and isinstance(mask.owner, t.Constant) and not mask.owner.value:
+        # Masked off everywhere (a mask Triton folded to false): it does nothing, and its old
+        # values are undefined. (iree-compile fails on the dispatch if it stays.)
+        return emit(t.Constant(0, value.type, loc))
+    return None
