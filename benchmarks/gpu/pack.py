@@ -27,6 +27,7 @@ def main() -> None:
     p.add_argument("--native-arch", type=int, default=90, help="Triton's CUDA compute capability in native mode")
     p.add_argument("--only", nargs="*")
     p.add_argument("--no-codegen", action="store_true")
+    p.add_argument("--no-native", action="store_true")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -43,6 +44,8 @@ def main() -> None:
                   if ty != "constexpr"}
         t0 = time.perf_counter()
         try:
+            if args.no_native:
+                raise RuntimeError("not asked for (--no-native)")
             k = aot.compile_kernel(case.fn, hinted, consts, target="cuda", arch=f"sm_{args.native_arch}",
                                    native=True, num_warps=case.num_warps, num_stages=case.num_stages)
             (out / f"{case.name}.native.vmfb").write_bytes(k.vmfb)

@@ -126,7 +126,8 @@ class MemoryEmitter(EmitterBase):
                                                         other, checked)
                 self._bind_load(v, _Tensor(name, dims, ty), snapshot)
                 return
-            name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other)
+            pad = self._gpu_pads() and not all(isinstance(u, t.Store) for u in self._uses.get(v.id, []))
+            name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other, pad=pad)
         self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
 
     def _bind_load(self, v: t.Value, e: _Tensor, snapshot: bool) -> None:
@@ -296,8 +297,9 @@ class MemoryEmitter(EmitterBase):
         return str(c) if c is not None else self.poly(p)
 
     def _slice_load(self, p: t.Param, acc, shape, active, inner, rty: t.TileType,
-                    ranges: Optional[dict], other: str, init: Optional[str] = None) -> str:
-        """Loads the tile (active dims only). `ranges` None: the whole tile, static sizes."""
+                    ranges: Optional[dict], other: str, init: Optional[str] = None, pad: bool = False) -> str:
+        """Loads the tile (active dims only). `ranges` None: the whole tile, static sizes.
+        `pad`: a masked row as a tensor.pad (see `_gpu_pads`)."""
         outer = [d for d in active if d != inner]
         pos_in_r = {d: i for i, d in enumerate(active)}
         n = shape[inner]
@@ -318,6 +320,8 @@ class MemoryEmitter(EmitterBase):
                    f"sizes = [{size}], strides = [{stride}] : {btype} -> {sty}")
             if into is None and ranges is None:
                 return x
+            if padded:
+                return self._pad(x, ranges[inner], n, other, rty)
             offs = [pos[d] if d in pos else "0" for d in active]
             sizes = ["1"] * len(active)
             offs[pos_in_r[inner]] = "0" if ranges is None else ranges[inner][0]
@@ -327,15 +331,72 @@ class MemoryEmitter(EmitterBase):
                    f"[{', '.join('1' for _ in active)}] : {sty} into {rty.mlir()}")
             return y
 
+        padded = pad and ranges is not None and init is None and not outer
         if ranges is None:
             init = None
             if outer:
                 init = self._empty(rty.mlir())
-        elif init is None:
+        elif init is None and not padded:
             init = self._fill(other, rty)
         if not outer:
             return row({}, init)
         return self._row_loops(outer, shape, ranges, init, rty, row)
+
+    def _gpu_pads(self) -> bool:
+        """LLVMGPU targets: a masked 1-D row is loaded as a tensor.pad of its valid part, which
+        IREE reads with masked vector loads spread over the threads. A fill with the valid part
+        inserted is instead copied whole by every thread into its own stack or into workgroup
+        memory first (measured on an H200: vector add 0.76x Triton's speed, 1.00x with pads;
+        softmax 1000x slower). Not for a tile that is only stored: IREE folds the pad and its
+        slice away, and with them the dispatch's configured op. Not in kernel loops, except in
+        row programs: elsewhere IREE then gives the dispatch a pipeline that cannot distribute
+        the rest ('write affecting operations on global resources are restricted to workgroup
+        distributed contexts')."""
+        return self.llvmgpu and (not self.loop_depth or self.gpu_row_length is not None)
+
+    def _gpu_map_store(self, value: t.Value) -> bool:
+        """A masked 1-D store of a tile computed from a reduction to a scalar, on LLVMGPU targets
+        (not in kernel loops, except in row programs): see `_map_store`."""
+        return (self.gpu_row_length is not None or self.gpu_whole_reductions and not self.loop_depth) \
+            and _after_whole_reduction(value)
+
+    def _pad(self, x: str, valid: tuple[str, str], n: int, other: str, rty: t.TileType) -> str:
+        """The n-element tile whose [lo, hi) is `x` (a tensor<?x..>) and whose rest is `other`."""
+        lo, hi = valid
+        high = self._binop("arith.subi", self.idx(n), hi)
+        y, i = self.fresh("pad"), self.fresh("pi")
+        self.w(f"{y} = tensor.pad {x} low[{lo}] high[{high}] {{")
+        self.w(f"^bb0({i}: index):")
+        self.w(f"  tensor.yield {other} : {rty.dtype}")
+        self.w(f"}} : tensor<?x{rty.dtype}> to {rty.mlir()}")
+        return y
+
+    def _map_store(self, p: t.Param, acc, inner: int, rty: t.TileType, val: str, valid: tuple[str, str]) -> None:
+        """A masked 1-D store as iree_linalg_ext.map_store of the whole tile into the buffer:
+        element i goes to the row's offset + i where lo <= i < hi. (`_gpu_map_store`: a store
+        of the valid slice makes IREE shrink the ops producing the tile to that dynamic size,
+        which it then runs serially in every thread. Other stores keep the slice: a map_store
+        of a tile beside the reduction's chain failed to distribute.)"""
+        lo, hi = valid
+        start, stride = self.poly(acc.form.offset), self.poly(acc.form.strides[inner])
+        buf, btype = self.binding[id(p)], self.buf_type(p)
+        whole = self.fresh("buf")
+        self.w(f"{whole} = iree_tensor_ext.dispatch.tensor.load {buf}, offsets = [0], "
+               f"sizes = [{self.buf_len[id(p)]}], strides = [1] : {btype} -> tensor<?x{p.dtype}>")
+        r, i = self.fresh("ms"), self.fresh("mi")
+        self.w(f"{r} = iree_linalg_ext.map_store {val} into {whole} {{")
+        self.w(f"^bb0({i}: index):")
+        self.indent += 1
+        self.scopes.append({})
+        step = self._binop("arith.muli", i, stride)
+        off = self._binop("arith.addi", start, step)
+        ok = self._and([self._cmp("sge", i, lo), self._cmp("slt", i, hi)])
+        self.w(f"iree_linalg_ext.yield {off}, {ok} : index, i1")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w(f"}} : {rty.mlir()} into tensor<?x{p.dtype}> -> tensor<?x{p.dtype}>")
+        self.w(f"iree_tensor_ext.dispatch.tensor.store {r}, {buf}, offsets = [0], sizes = [{self.buf_len[id(p)]}], "
+               f"strides = [1] : tensor<?x{p.dtype}> -> {btype}")
 
     def _row_loops(self, outer: list[int], shape, ranges, init: Optional[str], rty, row) -> str:
         """Nested scf.for over the outer dims; `row(pos, acc)` emits one row, returns the new acc."""
@@ -459,6 +520,9 @@ class MemoryEmitter(EmitterBase):
             self._slice_store(p, acc, shape, active, inner, rty, val, None)
         else:
             ranges = self._masked_ranges(box, shape, active, inner)
+            if len(active) == 1 and self._gpu_map_store(op.value):
+                self._map_store(p, acc, inner, rty, val, ranges[inner])
+                return
             if self.loop_depth and any(isinstance(o, t.Load) and o.buffer is p for o in self.k.walk()):
                 # In a kernel loop that also loads this buffer, IREE shrinks the value's op to
                 # the masked size and then needs a dynamic stack allocation per iteration,
@@ -586,6 +650,20 @@ class MemoryEmitter(EmitterBase):
             self.scopes.pop()
             self.indent -= 1
             self.w("}")
+
+
+def _after_whole_reduction(v: t.Value) -> bool:
+    """`v` is computed from the scalar result of a reduction (softmax's output, say)."""
+    seen, todo = set(), [v]
+    while todo:
+        op = todo.pop().owner
+        if not isinstance(op, t.Op) or id(op) in seen:
+            continue
+        seen.add(id(op))
+        if isinstance(op, t.Reduce) and not op.results[0].is_tile:
+            return True
+        todo.extend(op.operands())
+    return False
 
 
 def _loaded(v: t.Value) -> bool:

@@ -117,6 +117,8 @@ class ModuleEmitter(EmitterBase):
             for c, src in self.store_copies.items():
                 text = re.sub(f"\n[ ]*{c} = linalg\\.copy [^\n]*", "", text)
                 text = re.sub(f"{c}(?![0-9])", src, text)
+            if self.gpu_row_length is not None:
+                attrs = gpu.row_reduction_configs(ops, self.gpu_row_length) or attrs
         elif gpu is not None and candidates:
             if gpu.spirv:
                 root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].kind == "matmul",

@@ -18,8 +18,13 @@ root without size-1 loops is preferred, and 2-D tiles are loaded by rows rather 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
+from ... import tile as t
 from ..options import EmitOptions
+
+# Elements a thread of a row program reads at once (16 bytes of f32), as in Triton's layouts.
+ROW_VECTOR = 4
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,53 @@ class GpuTiling:
         return (f"#iree_codegen.compilation_info<lowering_config = #iree_gpu.lowering_config<{{{', '.join(fields)}}}>, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
                 f"workgroup_size = [{self.threads}, 1, 1] subgroup_size = {self.subgroup_size}>>")
+
+
+    def row_length(self, kernel) -> Optional[int]:
+        """n, where the program is a row program: it reduces 1-D tiles to scalars and all its
+        tiles are 1-D of n elements, n a multiple of ROW_VECTOR x threads (softmax, layer norm,
+        argmax over a row). Such dispatches get `row_reduction_configs`. None otherwise, and for
+        Vulkan."""
+        if self.spirv:
+            return None
+        lengths, reduces = set(), False
+        for op in kernel.walk():
+            reduces |= isinstance(op, t.Reduce) and not op.results[0].is_tile
+            lengths.update(r.shape for r in op.results if r.is_tile)
+        if not reduces or len(lengths) != 1:
+            return None
+        shape, = lengths
+        if len(shape) != 1 or shape[0] % (ROW_VECTOR * self.threads):
+            return None
+        return shape[0]
+
+    def row_reduction_configs(self, ops, n: int) -> Optional[list[str]]:
+        """The attributes of a row program's linalg ops (`row_length`): IREE's vector distribution
+        of reductions, with the program's `num_warps` warps and Triton's own layout: each thread
+        reads ROW_VECTOR consecutive elements, the warp's threads side by side, the row in
+        n / (ROW_VECTOR x threads) such slices per thread, held in registers. The last reduction
+        to a scalar is the root; every 1-D op of the row carries the same layout, those in kernel
+        loops too (IREE's own configuration leaves those undistributed: each thread then ran the
+        whole loop body, 500x slower than Triton on layer norm). Fills carry none (IREE rejects a
+        layout on their scalar operand); the copies before stores are dropped in such dispatches.
+        None where an op is not of the row's length: IREE's own configuration is kept.
+        """
+        base = (f"lane_basis = [[{self.subgroup_size}], [0]], "
+                f"subgroup_basis = [[{self.num_warps}], [0]], thread = [{ROW_VECTOR}]")
+        red = f"#iree_gpu.lowering_config<{{{base}, partial_reduction = [{n}], workgroup = [0]}}>"
+        ser = f"#iree_gpu.lowering_config<{{{base}, serial = [{n}]}}>"
+        row = [i for i, o in enumerate(ops) if o.kind == "generic"]
+        whole = [i for i in row if "parallel" not in ops[i].iterators]
+        if not whole or any(ops[i].loops != (n,) for i in row):
+            return None     # a reduction seeded with its first element (argmax) reduces n - 1
+        attrs = [""] * len(ops)
+        for i in row:
+            attrs[i] = f"lowering_config = {red if i in whole else ser}"
+        attrs[whole[-1]] = (f"compilation_info = #iree_codegen.compilation_info<lowering_config = {red}, "
+                            f"translation_info = #iree_codegen.translation_info<pipeline = "
+                            f"#iree_gpu.pipeline<VectorDistribute> workgroup_size = [{self.threads}, 1, 1] "
+                            f"subgroup_size = {self.subgroup_size}>>")
+        return attrs
 
 
 def gpu_options(num_warps: int = 4, target: str = "cuda") -> EmitOptions:
