@@ -8,9 +8,12 @@ import re
 import subprocess
 
 import pytest
+import triton
+import triton.language as tl
 from iree.compiler.tools.binaries import find_tool
 
 from triton_iree import aot, kernels as K
+from triton_iree.errors import UnsupportedError
 
 
 def _module(fn, sig, consts, num_warps):
@@ -98,3 +101,24 @@ def test_a_reduction_seeded_with_its_first_element_keeps_irees_configuration(tmp
     text = _module(K.argmax_kernel, sig, {"BLOCK": 1024}, 4)
     assert "compilation_info" not in text and "lowering_config" not in text
     _llvm_ir(text, tmp_path)
+
+
+@triton.jit
+def _cumsum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, tl.cumsum(x, axis=0), mask=offs < n)
+
+
+def test_scans_are_refused_for_cuda_and_hip_and_say_where():
+    """Every scan of the conformance suite computed wrong answers through IREE's CUDA code
+    generation on an H200: an error naming the construct and the user's line instead."""
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+    for target, arch in (("cuda", "sm_80"), ("hip", "gfx942")):
+        with pytest.raises(UnsupportedError) as e:
+            aot.compile_kernel(_cumsum_kernel, sig, {"BLOCK": 64}, target=target, arch=arch, vmfb=False)
+        msg = str(e.value)
+        assert "tl.cumsum" in msg and "native mode" in msg
+        line = next(i for i, ln in enumerate(open(__file__), 1) if "tl.cumsum(x, axis=0)" in ln)
+        assert f"test_lowering_gpu.py:{line}:" in msg
+    assert "scf.for" in aot.compile_kernel(_cumsum_kernel, sig, {"BLOCK": 64}, vmfb=False).module

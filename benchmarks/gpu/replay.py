@@ -195,12 +195,16 @@ def main() -> None:
     p.add_argument("--check", action="store_true",
                    help="run nothing (no GPU needed): load every record and find its modules")
     p.add_argument("--json")
+    p.add_argument("--start", help="replay from this launch on (a launch-NNNNN.pt name)")
     args = p.parse_args()
     pack = Path(args.record)
     modes = MODES if args.mode == "both" else (args.mode,)
     rep = Replayer(pack)
     results: dict = {}
+    lost = None
     for path in sorted(pack.glob("launch-*.pt")):
+        if args.start and path.name < args.start:
+            continue
         rec = torch.load(path, weights_only=False)
         r = results[path.name] = {"test": rec["test"]}
         for mode in modes:
@@ -211,6 +215,11 @@ def main() -> None:
             r[mode] = status
             if status.split(":")[0] not in ("ok", "ok (found)", "not compiled"):
                 print(f"{path.name} {mode} {rec['test']}: {status}", flush=True)
+            if "ILLEGAL_ADDRESS" in status or "illegal memory access" in status:
+                lost = path.name    # the CUDA context is unusable from here on: every later launch fails
+                break
+        if lost:
+            break
         if len(results) % 100 == 0:
             print(f"... {len(results)} launches: " + "; ".join(
                 f"{m} " + ", ".join(f"{k}: {v}" for k, v in sorted(
@@ -219,6 +228,11 @@ def main() -> None:
         summary(mode, results, args.check)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if lost:
+        # A launch that accessed memory out of bounds leaves the process' CUDA context unusable;
+        # a new process can go on from the next launch (--start).
+        print(f"CUDA context lost at {lost}", flush=True)
+        sys.exit(3)
     sys.exit(0)
 
 
