@@ -351,13 +351,18 @@ class MemoryEmitter(EmitterBase):
         slice away, and with them the dispatch's configured op. Not in kernel loops, except in
         row programs: elsewhere IREE then gives the dispatch a pipeline that cannot distribute
         the rest ('write affecting operations on global resources are restricted to workgroup
-        distributed contexts')."""
-        return self.llvmgpu and (not self.loop_depth or self.gpu_row_length is not None)
+        distributed contexts'). On Vulkan only where IREE configures the dispatch (a reduction
+        to a scalar): there the fp16 kernel's masked rows failed to compile as slices
+        ('failed to legalize operation memref.subview')."""
+        if not self.llvmgpu:
+            return self.gpu_whole_reductions and not self.loop_depth
+        return not self.loop_depth or self.gpu_row_length is not None
 
     def _gpu_map_store(self, value: t.Value) -> bool:
         """A masked 1-D store of a tile computed from a reduction to a scalar, on LLVMGPU targets
-        (not in kernel loops, except in row programs): see `_map_store`."""
-        return (self.gpu_row_length is not None or self.gpu_whole_reductions and not self.loop_depth) \
+        (not in kernel loops, except in row programs): see `_map_store`. (Not on Vulkan: not
+        tried there.)"""
+        return (self.gpu_row_length is not None or self.llvmgpu and self.gpu_whole_reductions and not self.loop_depth) \
             and _after_whole_reduction(value)
 
     def _pad(self, x: str, valid: tuple[str, str], n: int, other: str, rty: t.TileType) -> str:

@@ -123,13 +123,13 @@ class EmitterBase():
         self.program_ids: dict[int, str] = {}
         self.snapshots = snapshot_loads(kernel, facts, options.may_alias)
         self.snapshotting = False               # emitting a load in `snapshots`
-        # LLVMGPU targets (see `module._configure`): a dispatch that reduces a tile to a scalar
-        # gets IREE's vector distribution of reductions, configured by the lowering for a row
-        # program (`GpuTiling.row_length`), by IREE otherwise; both want masked rows as pads
-        # and map_stores (`memory`).
+        # GPU targets (see `module._configure`): a dispatch that reduces a tile to a scalar
+        # gets, on LLVMGPU targets, IREE's vector distribution of reductions, configured by the
+        # lowering for a row program (`GpuTiling.row_length`), by IREE otherwise; both want
+        # masked rows as pads and map_stores (`memory`). On Vulkan IREE configures it.
         gpu = options.gpu_tiling
         self.llvmgpu = gpu is not None and not gpu.spirv
-        self.gpu_whole_reductions = self.llvmgpu and any(
+        self.gpu_whole_reductions = gpu is not None and any(
             isinstance(op, t.Reduce) and not op.results[0].is_tile for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
 
