@@ -6,14 +6,18 @@ program id is the workgroup id, so that would compute wrong answers. So the root
 dispatch carries a `compilation_info` whose workgroup tile sizes are all 0 (the whole tile is one
 workgroup's) and whose thread tile sizes spread the tile over the workgroup's threads: IREE's
 LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SPIR-V backend's BaseDistribute pipeline on
-Vulkan (which refuses LLVMGPU pipelines).
+Vulkan (which refuses LLVMGPU pipelines). A dispatch that reduces a tile to a scalar has no
+parallel loop to split, so IREE never re-tiles it onto the program id; on CUDA and HIP a row
+program (`row_length`) gets IREE's vector distribution of reductions configured here
+(`row_reduction_configs`), other such dispatches IREE's own configuration.
 
 The emitted form differs from the CPU's where IREE would otherwise drop or replace that
 configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
 (IREE moves no named op into a store's row loop, and a tile only loaded and stored keeps a
 linalg op), scalars from a one-element linalg.fill, scatters read their tiles after an
-`iree_gpu.value_barrier`; on Vulkan every op of the root's rank carries the root's tile sizes, a
-root without size-1 loops is preferred, and 2-D tiles are loaded by rows rather than as slabs.
+`iree_gpu.value_barrier`, and masked rows are loaded as a tensor.pad (`memory._gpu_pads`); on
+Vulkan every op of the root's rank carries the root's tile sizes, a root without size-1 loops is
+preferred, and 2-D tiles are loaded by rows rather than as slabs.
 """
 from __future__ import annotations
 
@@ -78,12 +82,10 @@ class GpuTiling:
                 f"translation_info = #iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
                 f"workgroup_size = [{self.threads}, 1, 1] subgroup_size = {self.subgroup_size}>>")
 
-
     def row_length(self, kernel) -> Optional[int]:
         """n, where the program is a row program: it reduces 1-D tiles to scalars and all its
-        tiles are 1-D of n elements, n a multiple of ROW_VECTOR x threads (softmax, layer norm,
-        argmax over a row). Such dispatches get `row_reduction_configs`. None otherwise, and for
-        Vulkan."""
+        tiles are 1-D of n elements, n a multiple of ROW_VECTOR x threads (softmax, layer norm).
+        Such dispatches get `row_reduction_configs`. None otherwise, and for Vulkan."""
         if self.spirv:
             return None
         lengths, reduces = set(), False
