@@ -176,16 +176,12 @@ def summary(mode: str, results: dict, check: bool = False) -> None:
     print(f"== {mode}: launches: {len(statuses)}; " + ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items())))
     print(f"   tests: {ok_tests} of {len(tests)} with every launch " + (
         "ready to run (--check: nothing ran)" if check else "correct"))
-    why = Counter(error_kind(s[len("not compiled: "):]) for s in statuses if s.startswith("not compiled: "))
-    if why:
-        print(f"   not compiled, why (launches; top 10 of {len(why)} kinds):")
-        for msg, n in why.most_common(10):
-            print(f"   {n:5d}  {msg[:300]}")
-    errs = Counter(error_kind(s[len("error: "):]) for s in statuses if s.startswith("error: "))
-    if errs:
-        print(f"   errors (launches; top 10 of {len(errs)} kinds):")
-        for msg, n in errs.most_common(10):
-            print(f"   {n:5d}  {msg[:300]}")
+    for prefix, title in (("not compiled: ", "not compiled, why"), ("error: ", "errors")):
+        why = Counter(error_kind(s[len(prefix):]) for s in statuses if s.startswith(prefix))
+        if why:
+            print(f"   {title} (launches; top 10 of {len(why)} kinds):")
+            for msg, n in why.most_common(10):
+                print(f"   {n:5d}  {msg[:300]}")
 
 
 def main() -> None:

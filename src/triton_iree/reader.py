@@ -201,6 +201,10 @@ class TTIRReader(FloatCasts, BitonicSort):
         self.block.add(op)
         return op
 
+    def _emit_value(self, op: t.Op) -> t.Value:
+        """Adds a one-result op; its result (how `rewrites` and `libdevice` add ops)."""
+        return self._emit(op).result
+
     def _val(self, v: ir.Value, op) -> t.Value:
         x = self.env[v]
         if isinstance(x, Ptr):
@@ -277,7 +281,7 @@ class TTIRReader(FloatCasts, BitonicSort):
             raise self._unsupported(op, "multi-result elementwise op")
         ty = self._type(op.results[0].type, op)
         # fp8 abs, fp64 library functions, f32 sin / cos / tan: see `rewrites`.
-        if (r := rewrites.elementwise(opname, args, ty, loc, lambda o: self._emit(o).result)) is None:
+        if (r := rewrites.elementwise(opname, args, ty, loc, self._emit_value)) is None:
             r = self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result
         self._bind(op, r)
 
@@ -315,7 +319,7 @@ class TTIRReader(FloatCasts, BitonicSort):
             raise self._unsupported(op, f"external function '{symbol}'")
         args = [self._val(v, op) for v in op.operands]
         ty = self._type(op.results[0].type, op)
-        result = libdevice.expand(symbol, args, ty, loc, lambda o: self._emit(o).result)
+        result = libdevice.expand(symbol, args, ty, loc, self._emit_value)
         if result is None:
             types = ", ".join(a.dtype for a in args)
             raise UnsupportedError(f"tl.extra.libdevice.{symbol} is not supported by triton-iree for "
@@ -536,7 +540,7 @@ class TTIRReader(FloatCasts, BitonicSort):
             raise UnsupportedError(f"tl.atomic_{kind} on {ptr.dtype} is not supported by triton-iree",
                                    kernel=self.kernel_name, loc=loc)
         # A mask folded to false: see `rewrites`.
-        if (r := rewrites.atomic(value, mask, loc, lambda o: self._emit(o).result)) is None:
+        if (r := rewrites.atomic(value, mask, loc, self._emit_value)) is None:
             r = self._emit(t.Atomic(kind, ptr.buffer, ptr.offsets, value, mask, cmp, loc)).result
         self._bind(op, r)
 
@@ -576,7 +580,7 @@ class TTIRReader(FloatCasts, BitonicSort):
         combiner = self._scalar_region(op, op.regions[0].blocks[0])
         types = [self._type(r.type, op) for r in op.results]
         # fp16 / bf16 sums in f32: see `rewrites`.
-        if (results := rewrites.reduce(srcs, axis, combiner, types, loc, lambda o: self._emit(o).result)) is None:
+        if (results := rewrites.reduce(srcs, axis, combiner, types, loc, self._emit_value)) is None:
             results = self._emit(t.Reduce(srcs, axis, combiner, types, loc)).results
         for r, tv in zip(op.results, results):
             self.env[r] = tv
@@ -642,7 +646,7 @@ class TTIRReader(FloatCasts, BitonicSort):
         # fp8 operands are upcast to f32 (exact; the one conversion IREE's CPU code has for fp8).
         a, b = (self._float_cast(x, "f32", loc) if x.dtype in FP8_MAX else x for x in (a, b))
         # An fp16 accumulator in f32: see `rewrites`.
-        if (r := rewrites.dot(a, b, c, loc, lambda o: self._emit(o).result)) is None:
+        if (r := rewrites.dot(a, b, c, loc, self._emit_value)) is None:
             r = self._emit(t.Dot(a, b, c, loc)).result
         self._bind(op, r)
 

@@ -301,6 +301,11 @@ class Reduce(Op):
     def regions(self) -> list[Block]:
         return [self.combiner]
 
+    @property
+    def to_scalar(self) -> bool:
+        """It reduces a 1-D tile to scalars."""
+        return not self.results[0].is_tile
+
 
 class Scan(Op):
     """tt.scan: inclusive prefix combination of `srcs` along `axis` (from the last element when

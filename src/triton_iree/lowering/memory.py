@@ -665,7 +665,7 @@ def _after_whole_reduction(v: t.Value) -> bool:
         if not isinstance(op, t.Op) or id(op) in seen:
             continue
         seen.add(id(op))
-        if isinstance(op, t.Reduce) and not op.results[0].is_tile:
+        if isinstance(op, t.Reduce) and op.to_scalar:
             return True
         todo.extend(op.operands())
     return False

@@ -130,7 +130,7 @@ class EmitterBase():
         gpu = options.gpu_tiling
         self.llvmgpu = gpu is not None and not gpu.spirv
         self.gpu_whole_reductions = gpu is not None and any(
-            isinstance(op, t.Reduce) and not op.results[0].is_tile for op in kernel.walk())
+            isinstance(op, t.Reduce) and op.to_scalar for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
 
     def fresh(self, hint: str = "v") -> str:

@@ -90,7 +90,7 @@ class GpuTiling:
             return None
         lengths, reduces = set(), False
         for op in kernel.walk():
-            reduces |= isinstance(op, t.Reduce) and not op.results[0].is_tile
+            reduces |= isinstance(op, t.Reduce) and op.to_scalar
             lengths.update(r.shape for r in op.results if r.is_tile)
         if not reduces or len(lengths) != 1:
             return None
