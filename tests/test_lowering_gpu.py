@@ -122,3 +122,57 @@ def test_scans_are_refused_for_cuda_and_hip_and_say_where():
         line = next(i for i, ln in enumerate(open(__file__), 1) if "tl.cumsum(x, axis=0)" in ln)
         assert f"test_lowering_gpu.py:{line}:" in msg
     assert "scf.for" in aot.compile_kernel(_cumsum_kernel, sig, {"BLOCK": 64}, vmfb=False).module
+
+
+MATMUL_SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32:16", "N": "i32:16",
+              "K": "i32:16", "stride_am": "i32:16", "stride_bk": "i32:16", "stride_cm": "i32:16"}
+MATMUL_BLOCKS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
+
+
+def test_an_fp16_matmul_runs_on_tensor_cores(tmp_path):
+    """Each tl.dot is a matmul on tensor cores (IREE's vector distribution), its accumulator in
+    registers across the program's K loop. The full tiles of the loop's unmasked iterations are
+    slabs staged through workgroup memory; masked tiles are read element by element; the
+    result is stored with one map_store per version of the program, not by rows."""
+    text = _module(K.matmul_kernel, MATMUL_SIG, MATMUL_BLOCKS, 8)
+    infos = re.findall(r"compilation_info = (.*)", text)
+    assert len(infos) == 1 and "VectorDistribute" in infos[0] and "workgroup_size = [256, 1, 1]" in infos[0]
+    matmuls = [ln for ln in text.splitlines() if "= linalg.matmul" in ln]
+    assert len(matmuls) == 3      # the full version's unmasked and masked iterations, the masked version
+    for ln in matmuls:
+        assert "mma_kind = #iree_gpu.mma_layout<NV_MMA_SYNC_F32_16x8x16_F16>" in ln
+        assert "reduction = [0, 0, 64], subgroup_basis = [[2, 4, 1], [0, 1, 2]], workgroup = [0, 0, 0]" in ln
+    assert sorted(re.search(r"promote_operands = (\[[0-9, ]*\])", ln).group(1) for ln in matmuls) == \
+        ["[0, 1]", "[]", "[]"]
+    assert text.count("iree_linalg_ext.map_store") == 2 and "scf.for %row" not in text
+    ir = _llvm_ir(text, tmp_path)
+    assert _stack_arrays(ir) == []
+    assert "@llvm.nvvm.mma.m16n8k16.row.col.f32.f32" in ir   # f16 operands, f32 accumulator
+
+
+def test_a_transposed_operand_is_read_through_the_matmuls_indexing_map(tmp_path):
+    """B loaded by columns (its k stride 1): the matmul reads it transposed; a transposing op
+    before a staged operand fails in IREE ('tensor.empty' op incorrect number of dynamic sizes)."""
+    sig = {**MATMUL_SIG, "stride_bn": "i32:16"}
+    del sig["stride_bk"]
+    consts = {**MATMUL_BLOCKS, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "stride_bk": 1}
+    del consts["stride_bn"]
+    text = _module(K.matmul_kernel, sig, consts, 4)
+    assert "affine_map<(d0, d1, d2) -> (d1, d2)>" in text
+    assert _stack_arrays(_llvm_ir(text, tmp_path)) == []
+
+
+@pytest.mark.parametrize("dtype, blocks, warps, mma", [
+    ("bf16", (64, 64, 32), 4, "NV_MMA_SYNC_F32_16x8x16_BF16"),
+    ("fp32", (64, 64, 32), 4, None),          # no f32 (TF32) tensor-core instruction in IREE's CUDA target
+    ("fp16", (16, 32, 16), 8, None),          # 16 x 32 does not split over 8 warps of 16 x 8 tiles
+])
+def test_which_dots_run_on_tensor_cores(dtype, blocks, warps, mma, tmp_path):
+    sig = {k: v.replace("fp16", dtype) for k, v in MATMUL_SIG.items()}
+    bm, bn, bk = blocks
+    text = _module(K.matmul_kernel, sig, {**MATMUL_BLOCKS, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}, warps)
+    if mma is None:
+        assert "mma_kind" not in text and "TileAndFuse" in text
+    else:
+        assert f"mma_kind = #iree_gpu.mma_layout<{mma}>" in text
+    assert _stack_arrays(_llvm_ir(text, tmp_path)) == [] or mma is None

@@ -121,7 +121,10 @@ def _matmul(m, n, k, dtype, blocks, bench=False, num_warps=4, num_stages=3, b_tr
     def make(dev):
         a = _randn((m, k), dtype, dev, 7)
         b = _randn((n, k), dtype, dev, 8).t() if b_transposed else _randn((k, n), dtype, dev, 8)
-        c = torch.empty((m, n), dtype=dtype, device=dev)
+        # Rows padded by 5 elements, inside a buffer of guards: writes outside show up. (The
+        # benchmark's output is contiguous, as usual.)
+        c = torch.empty((m, n), dtype=dtype, device=dev) if bench else \
+            _guarded(m * (n + 5), dtype, dev).view(m, n + 5)[:, :n]
         return [a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)], \
             {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
     # Triton's tl.dot multiplies f32 in TF32 on NVIDIA GPUs by default (10-bit mantissas).
@@ -256,6 +259,8 @@ CASES = [
     _add(98437), _softmax(1823, 781), _layer_norm(1151, 3001), _matmul(257, 129, 301, torch.float32, (32, 32, 32)),
     _matmul(300, 200, 190, torch.float16, (64, 64, 32), b_transposed=True), _scale_shift(1000, 777),
     _gather(5003), _row_sum(1001, 100), _argmax(333, 1000), _where_int(4099),
+    # tensor cores: full and masked tiles and K iterations; K below BLOCK_K (tiles read element by element)
+    _matmul(1000, 777, 333, torch.float16, (128, 128, 64), num_warps=8), _matmul(77, 45, 30, torch.bfloat16, (64, 64, 32)),
     # benchmarks (the GPU issue's table)
     _add(1 << 26, bench=True), _softmax(8192, 8192, bench=True, num_warps=16), _layer_norm(8192, 8192, bench=True),
     _matmul(4096, 4096, 4096, torch.float16, (128, 128, 64), bench=True, num_warps=8, num_stages=3),

@@ -158,19 +158,25 @@ class TTIRReader(FloatCasts, BitonicSort):
         body = t.Block()
         self.block = body
         nargs = len(block.arguments)
+        arg_attrs = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
         for i, arg in enumerate(block.arguments):
             name = loc_name(arg.location) or f"arg{i}"
             pointee = ptr_pointee(arg.type)
+            attrs = ir.DictAttr(arg_attrs[i]) if i < len(arg_attrs) else None
+            divisibility = ir.IntegerAttr(attrs["tt.divisibility"]).value \
+                if attrs is not None and "tt.divisibility" in attrs else 1
             if pointee is not None:
-                p = t.Param(i, name, memory_dtype(pointee), True)
-                # The pointer is `base` elements into the buffer the runtime passes.
-                base = t.Param(nargs + len(bases), f"{name}_base", "i64", False)
+                p = t.Param(i, name, memory_dtype(pointee), True, divisibility=divisibility)
+                # The pointer is `base` elements into the buffer the runtime passes, which starts
+                # 64-byte aligned: as many elements as the pointer's divisibility allows.
+                base = t.Param(nargs + len(bases), f"{name}_base", "i64", False,
+                               divisibility=max(1, min(divisibility, 64) // max(1, t.bitwidth(p.dtype) // 8)))
                 base.value = t.Value(t.ScalarType("i64"), None, base.name)
                 bases.append(base)
                 self.env[arg] = Ptr(p, base.value)
             else:
                 dtype = self._dtype(arg.type, func)
-                p = t.Param(i, name, dtype, False)
+                p = t.Param(i, name, dtype, False, divisibility=divisibility)
                 p.value = t.Value(t.ScalarType(dtype), None, name)
                 self.env[arg] = p.value
             params.append(p)

@@ -119,6 +119,8 @@ class Param:
     dtype: str           # element type for buffers, value type for scalars
     is_buffer: bool
     value: Optional[Value] = None  # the scalar's SSA value (scalars only)
+    # Triton's tt.divisibility: the integer (a pointer's address, in bytes) is a multiple of it.
+    divisibility: int = 1
 
 
 class Op:

@@ -2,6 +2,7 @@
 accesses, and the snapshots that keep one program's memory order (see `memory_order`)."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from .. import tile as t
@@ -112,11 +113,17 @@ class MemoryEmitter(EmitterBase):
             self.bind(("t", v.id), _Tensor(self._fill(s, v.type), tuple(range(len(shape))), v.type.mlir()))
             return
         snapshot = self.snapshotting = id(op) in self.snapshots
-        if (box is None or id(op) in self.assume_full) and self.full_version and id(op) in self.slab_ok:
+        full = box is None or id(op) in self.assume_full
+        if full and self.full_version and id(op) in self.slab_ok:
             name, dims, ty = self._slab_load(p, acc, shape, active, inner)
             self._bind_load(v, _Tensor(name, dims, ty), snapshot)
             return
-        if box is None or id(op) in self.assume_full:
+        if self.gpu_mma:
+            ranges = None if full else self._masked_ranges(box, shape, active, inner)
+            name = self._gather_tile(p, acc, active, rty, ranges, other)
+            self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
+            return
+        if full:
             name = self._slice_load(p, acc, shape, active, inner, rty, None, other)
         else:
             ranges = self._masked_ranges(box, shape, active, inner)
@@ -129,6 +136,48 @@ class MemoryEmitter(EmitterBase):
             pad = self._gpu_pads() and not all(isinstance(u, t.Store) for u in self._uses.get(v.id, []))
             name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other, pad=pad)
         self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
+
+    def _gather_tile(self, p: t.Param, acc: StructuredAccess, active: list[int], rty: t.TileType,
+                     ranges: Optional[dict], other: str) -> str:
+        """The tile read element by element from the whole buffer: element (i, j, ..) from
+        offset + i * stride_i + j * stride_j + .., where each index is inside its dim's [lo, hi)
+        of `ranges` (None: everywhere), else `other`. Tensor-core programs (`gpu_mma`) read
+        every tile this way but the full version's slabs: IREE's vector distribution turns it
+        into loads spread over the threads, where a tile of rows (a fill with rows inserted, or
+        a pad) ended up in each thread's stack, element by element (13,000 loads a thread in
+        the fp16 matmul, and minutes of compile time)."""
+        buf, dt = self._full_buffer(p), rty.dtype
+        e, r, o = self._empty(rty.mlir()), self.fresh("gt"), self.fresh("o")
+        dims = ", ".join(f"d{k}" for k in range(len(active)))
+        its = ", ".join('"parallel"' for _ in active)
+        self.w(f"{r} = linalg.generic {{indexing_maps = [affine_map<({dims}) -> ({dims})>], iterator_types = [{its}]}} "
+               f"outs({e} : {rty.mlir()}) {{")
+        self.w(f"^bb0({o}: {dt}):")
+        self.indent += 1
+        self.scopes.append({})
+        off, conds = self.poly(acc.form.offset), []
+        for k, d in enumerate(active):
+            i = self.fresh("ix")
+            self.w(f"{i} = linalg.index {k} : index")
+            off = self._binop("arith.addi", off, self._binop("arith.muli", i, self.poly(acc.form.strides[d])))
+            if ranges is not None:
+                lo, hi = ranges[d]
+                conds += [self._cmp("sge", i, lo), self._cmp("slt", i, hi)]
+        ok = self._and(conds)
+        if ok is not None:
+            off = self._select_index(ok, off, self.idx(0))
+        x = self.fresh("x")
+        self.w(f"{x} = tensor.extract {buf}[{off}] : tensor<?x{dt}>")
+        if ok is not None:
+            y = self.fresh("x")
+            self.w(f"{y} = arith.select {ok}, {x}, {other} : {dt}")
+            x = y
+        self.w(f"linalg.yield {x} : {dt}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w(f"}} -> {rty.mlir()}")
+        self.gathered.add(r)
+        return r
 
     def _bind_load(self, v: t.Value, e: _Tensor, snapshot: bool) -> None:
         """Binds a loaded tile; a snapshot is a copy made here (see `memory_order`)."""
@@ -203,10 +252,11 @@ class MemoryEmitter(EmitterBase):
         rows, cols = shape[outer], shape[inner]
         dt = p.dtype
         stride = acc.form.strides[outer]
-        s0 = self.poly(stride)
+        s0 = self.aligned(self.poly(stride), self.divisor(stride))
         off = self.poly(acc.form.offset)
-        col = self._binop("arith.minsi", off, self._binop("arith.subi", s0, self.idx(cols)))
-        start = self._binop("arith.subi", off, col)
+        d = math.gcd(self.divisor(acc.form.offset), self.divisor(stride), cols)
+        col = self.aligned(self._binop("arith.minsi", off, self._binop("arith.subi", s0, self.idx(cols))), d)
+        start = self.aligned(self._binop("arith.subi", off, col), d)
         if stride.const_value is not None:
             n = rows * stride.const_value
             size, sty = str(n), f"tensor<{n}x{dt}>"
@@ -376,26 +426,32 @@ class MemoryEmitter(EmitterBase):
         self.w(f"}} : tensor<?x{rty.dtype}> to {rty.mlir()}")
         return y
 
-    def _map_store(self, p: t.Param, acc, inner: int, rty: t.TileType, val: str, valid: tuple[str, str]) -> None:
-        """A masked 1-D store as iree_linalg_ext.map_store of the whole tile into the buffer:
-        element i goes to the row's offset + i where lo <= i < hi. (`_gpu_map_store`: a store
-        of the valid slice makes IREE shrink the ops producing the tile to that dynamic size,
-        which it then runs serially in every thread. Other stores keep the slice: a map_store
-        of a tile beside the reduction's chain failed to distribute.)"""
-        lo, hi = valid
-        start, stride = self.poly(acc.form.offset), self.poly(acc.form.strides[inner])
+    def _map_store(self, p: t.Param, acc, active: list[int], rty: t.TileType, val: str,
+                   ranges: Optional[dict]) -> None:
+        """A store as iree_linalg_ext.map_store of the whole tile into the buffer: the element at
+        tile index (i, j, ..) goes to offset + i * stride_i + j * stride_j + .. where each index
+        is inside its dim's [lo, hi) of `ranges` (None: everywhere). Where IREE distributes the
+        tile's ops over threads with layouts (vector distribution: `_gpu_map_store`), a store
+        by slices makes it gather the tile into each thread's stack, or shrink the ops producing
+        it to the slice's dynamic size and run them serially in every thread. (Other stores keep
+        the slices: a map_store of a tile beside a reduction's chain failed to distribute.)"""
+        start = self.poly(acc.form.offset)
         buf, btype = self.binding[id(p)], self.buf_type(p)
         whole = self.fresh("buf")
         self.w(f"{whole} = iree_tensor_ext.dispatch.tensor.load {buf}, offsets = [0], "
                f"sizes = [{self.buf_len[id(p)]}], strides = [1] : {btype} -> tensor<?x{p.dtype}>")
-        r, i = self.fresh("ms"), self.fresh("mi")
+        r, ivs = self.fresh("ms"), [self.fresh("mi") for _ in active]
         self.w(f"{r} = iree_linalg_ext.map_store {val} into {whole} {{")
-        self.w(f"^bb0({i}: index):")
+        self.w(f"^bb0({', '.join(f'{i}: index' for i in ivs)}):")
         self.indent += 1
         self.scopes.append({})
-        step = self._binop("arith.muli", i, stride)
-        off = self._binop("arith.addi", start, step)
-        ok = self._and([self._cmp("sge", i, lo), self._cmp("slt", i, hi)])
+        off, conds = start, []
+        for d, i in zip(active, ivs):
+            off = self._binop("arith.addi", off, self._binop("arith.muli", i, self.poly(acc.form.strides[d])))
+            if ranges is not None:
+                lo, hi = ranges[d]
+                conds += [self._cmp("sge", i, lo), self._cmp("slt", i, hi)]
+        ok = self._and(conds) if conds else self.const(True, "i1")
         self.w(f"iree_linalg_ext.yield {off}, {ok} : index, i1")
         self.scopes.pop()
         self.indent -= 1
@@ -514,19 +570,23 @@ class MemoryEmitter(EmitterBase):
             self.w(f"{red} = tensor.extract_slice {val}[{', '.join('0' for _ in shape)}] [{sizes}] "
                    f"[{', '.join('1' for _ in shape)}] : {op.value.type.mlir()} to {rty.mlir()}")
             val = red
-        if self.options.gpu_tiling is not None and (len(active) > 1 or not (box is None or id(op) in self.assume_full)):
+        full = box is None or id(op) in self.assume_full
+        if self.gpu_mma:
+            self._map_store(p, acc, active, rty, val, None if full else self._masked_ranges(box, shape, active, inner))
+            return
+        if self.options.gpu_tiling is not None and (len(active) > 1 or not full):
             val = self._store_copy(val, rty)
         elif self.snapshots and _loaded(op.value):
             # A dispatch whose stores all store loaded tiles or constants is bufferized by IREE
             # as a copy, where the allocation of a snapshot (`memory_order`) is an error
             # ('unexpected allocation while bufferizing copy only dispatches'): one that computes.
             val = self._store_copy(val, rty)
-        if box is None or id(op) in self.assume_full:
+        if full:
             self._slice_store(p, acc, shape, active, inner, rty, val, None)
         else:
             ranges = self._masked_ranges(box, shape, active, inner)
             if len(active) == 1 and self._gpu_map_store(op.value):
-                self._map_store(p, acc, inner, rty, val, ranges[inner])
+                self._map_store(p, acc, active, rty, val, ranges)
                 return
             if self.loop_depth and any(isinstance(o, t.Load) and o.buffer is p for o in self.k.walk()):
                 # In a kernel loop that also loads this buffer, IREE shrinks the value's op to

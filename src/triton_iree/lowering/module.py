@@ -4,6 +4,7 @@ program, and the walk over the tile program's ops."""
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from .. import tile as t
 from ..analysis import GatherAccess, StructuredAccess
@@ -94,10 +95,10 @@ class ModuleEmitter(EmitterBase):
         return self._configure("\n".join(self.lines) + "\n")
 
     def _config_slot(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
-                     elt_bytes: int, math: bool = False) -> str:
+                     elt_bytes: int, math: bool = False, mma: Optional[tuple] = None) -> str:
         """A placeholder for the attributes of a linalg op, filled in by `_configure`."""
         self.linalg_ops.append(_LinalgOp(kind, tuple(loops), tuple(iterators), elt_bytes,
-                                         self.loop_depth, self.full_version, math))
+                                         self.loop_depth, self.full_version, math, mma))
         return f"\u00a7{len(self.linalg_ops) - 1}\u00a7"
 
     def _configure(self, text: str) -> str:
@@ -119,6 +120,8 @@ class ModuleEmitter(EmitterBase):
                 text = re.sub(f"{c}(?![0-9])", src, text)
             if self.gpu_row_length is not None:
                 attrs = gpu.row_reduction_configs(ops, self.gpu_row_length) or attrs
+        elif self.gpu_mma:
+            attrs = gpu.mma_configs(ops)
         elif gpu is not None and candidates:
             if gpu.spirv:
                 root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].kind == "matmul",
@@ -223,7 +226,9 @@ class ModuleEmitter(EmitterBase):
         runs; otherwise the masked one. Masked vector loads and stores are several times slower
         on some CPUs. Inside the full version, loops whose masks move with the induction
         variable run their full iterations unmasked, then the rest masked; and 2-D loads whose
-        slab fits the buffer read it in place (`_slab_load`).
+        slab fits the buffer read it in place (`_slab_load`). On GPUs only tl.dot programs on
+        tensor cores have one (`GpuTiling.mma_program`): there unmasked tiles are read with
+        full-width vector loads, masked ones element by element.
         """
         plan = self.facts.plan
         gpu = self.options.gpu_tiling
@@ -232,7 +237,7 @@ class ModuleEmitter(EmitterBase):
         self.slab_able = {} if gpu is not None and gpu.spirv else \
             {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
-        if not plan and not slabs or not self.options.full_tiles:
+        if not plan and not slabs or not (self.options.full_tiles or self.gpu_mma):
             self._block(self.k.body)
             return
         for op in self.k.body.ops:

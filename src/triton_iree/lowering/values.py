@@ -71,6 +71,7 @@ class _LinalgOp:
     depth: int                     # kernel loops around it
     full: bool                     # in the full-tile version of the program
     math: bool = False             # its body calls math functions or divides
+    mma: Optional[tuple] = None    # on tensor cores: (instruction, subgroup basis, operands staged)
 
     def heat(self) -> tuple:
         n = 1
@@ -132,6 +133,13 @@ class EmitterBase():
         self.gpu_whole_reductions = gpu is not None and any(
             isinstance(op, t.Reduce) and op.to_scalar for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
+        # A tl.dot program on tensor cores (`GpuTiling.mma_program`): {id(dot): its plan}.
+        self.gpu_mma = gpu.mma_program(kernel) if self.llvmgpu else None
+        self.gathered: set[str] = set()         # tiles read element by element (`_gather_tile`)
+        # Triton's divisibility hints by scalar (an argument, or a pointer's base offset in its
+        # buffer), for `aligned`.
+        self.divisibility = {p.value.id: p.divisibility for p in kernel.params + kernel.base_offsets
+                             if p.value is not None and p.divisibility > 1}
 
     def fresh(self, hint: str = "v") -> str:
         self.counter += 1
@@ -204,6 +212,37 @@ class EmitterBase():
             name = self._poly(p)
             self.bind(key, name)
         return name
+
+    def divisor(self, p: Poly) -> int:
+        """A divisor of p's value that Triton's divisibility hints prove (0 for p = 0)."""
+        g = 0
+        for mono, c in p.terms.items():
+            term = abs(c)
+            for k in mono:
+                a = p.atoms[k]
+                if isinstance(a, Carried):
+                    lo = self.facts.loop_offsets.get((id(a.loop), a.index))
+                    term *= math.gcd(self.divisor(lo.init), self.divisor(lo.step)) if lo is not None else 1
+                else:
+                    term *= self.divisibility.get(a.id, 1)
+            g = math.gcd(g, term)
+        return g
+
+    def aligned(self, x: str, d: int) -> str:
+        """x (an index), on LLVMGPU targets with the largest power of two dividing d (up to 16)
+        written into it: x & -that, which is x itself. LLVM then knows the low bits of the
+        addresses computed from x and reads 16 bytes at once where they allow: IREE's vector
+        loads of a slab with runtime strides and offsets were otherwise split into element
+        loads (`ld.global.nc.b16` x 8 instead of one `ld.global.nc.v4.b32`). Only on the
+        values addresses are computed from: where LLVM can prove the low bits itself it drops
+        the `and`, and then its alignment inference, which looks less deep, no longer sees
+        them (the offsets of loop-carried pointers)."""
+        a = min(d & -d, 16) if d else 16
+        if not self.llvmgpu or a < 2:
+            return x
+        r = self.fresh("al")
+        self.w(f"{r} = arith.andi {x}, {self.idx(-a)} : index")
+        return r
 
     def _poly(self, p: Poly) -> str:
         acc = None

@@ -30,6 +30,11 @@ from ..options import EmitOptions
 # Elements a thread of a row program reads at once (16 bytes of f32), as in Triton's layouts.
 ROW_VECTOR = 4
 
+# Tensor-core instructions IREE's CUDA target offers from sm_80 on, by (operand, accumulator)
+# element type, with their M x N x K shape.
+NV_MMA = {("f16", "f32"): ("NV_MMA_SYNC_F32_16x8x16_F16", (16, 8, 16)),
+          ("bf16", "f32"): ("NV_MMA_SYNC_F32_16x8x16_BF16", (16, 8, 16))}
+
 
 @dataclass(frozen=True)
 class GpuTiling:
@@ -37,6 +42,7 @@ class GpuTiling:
     num_warps: int = 4
     subgroup_size: int = 32
     spirv: bool = False       # Vulkan: IREE's SPIR-V pipelines
+    mma: tuple = ()           # the target's tensor-core instructions: NV_MMA's items
 
     @property
     def threads(self) -> int:
@@ -128,8 +134,57 @@ class GpuTiling:
         return attrs
 
 
+    def mma_program(self, kernel) -> Optional[dict]:
+        """{id(dot): (instruction, subgroup basis)} where every tl.dot of the program can run on
+        the target's tensor cores and the program reduces nothing to a scalar: a tl.dot program
+        (the matmul). None otherwise. Each dot's M x N tile is split over the warps, sgm x sgn
+        warps of (M/sgm) x (N/sgn) elements, as square as the instruction's shape allows."""
+        mma = dict(self.mma)
+        dots = [op for op in kernel.walk() if isinstance(op, t.Dot)]
+        if not dots or any(isinstance(op, t.Reduce) and op.to_scalar for op in kernel.walk()):
+            return None
+        plan = {}
+        for op in dots:
+            kind = mma.get((op.a.dtype, op.acc.dtype))
+            if len(op.a.shape) != 2 or op.b.dtype != op.a.dtype or kind is None:
+                return None
+            name, (im, in_, ik) = kind
+            (m, k), n = op.a.shape, op.b.shape[1]
+            splits = [(sm, self.num_warps // sm) for sm in range(1, self.num_warps + 1)
+                      if self.num_warps % sm == 0 and m % (sm * im) == 0 and n % (self.num_warps // sm * in_) == 0]
+            if k % ik or not splits:
+                return None
+            sm, sn = min(splits, key=lambda s: abs(m // s[0] - n // s[1]))
+            plan[id(op)] = (name, (sm, sn))
+        return plan
+
+    def mma_configs(self, ops) -> list[str]:
+        """The attributes of a tl.dot program's linalg ops (`mma_program`; each matmul carries its
+        instruction, subgroup basis and staged operands in `mma`): IREE's vector
+        distribution with tensor cores on every matmul, operands read as slabs staged through
+        workgroup memory, the whole K of the program's tile in one step (the program's own loop walks K,
+        and its accumulator stays in registers across iterations). The last matmul is the root.
+        Other ops carry nothing: IREE derives their layouts from the matmuls'."""
+        attrs = [""] * len(ops)
+        mms = [i for i, o in enumerate(ops) if o.kind == "matmul"]
+        for i in mms:
+            name, (sm, sn), staged = ops[i].mma
+            k = ops[i].loops[2]
+            cfg = (f"#iree_gpu.lowering_config<{{mma_kind = #iree_gpu.mma_layout<{name}>, "
+                   f"promote_operands = [{', '.join(map(str, staged))}], "
+                   f"reduction = [0, 0, {k}], subgroup_basis = [[{sm}, {sn}, 1], [0, 1, 2]], workgroup = [0, 0, 0]}}>")
+            attrs[i] = f"lowering_config = {cfg}"
+            if i == mms[-1]:
+                attrs[i] = (f"compilation_info = #iree_codegen.compilation_info<lowering_config = {cfg}, "
+                            f"translation_info = #iree_codegen.translation_info<pipeline = "
+                            f"#iree_gpu.pipeline<VectorDistribute> workgroup_size = [{self.threads}, 1, 1] "
+                            f"subgroup_size = {self.subgroup_size}>>")
+        return attrs
+
+
 def gpu_options(num_warps: int = 4, target: str = "cuda") -> EmitOptions:
     """One program per workgroup, masked tiles only (a separate full-tile version of each program
     pays off on CPUs, where masked vector accesses are slow; GPU threads mask for free)."""
     return EmitOptions(max_workgroups=None, full_tiles=False,
-                       gpu_tiling=GpuTiling(num_warps=num_warps, spirv=target == "vulkan"))
+                       gpu_tiling=GpuTiling(num_warps=num_warps, spirv=target == "vulkan",
+                                            mma=tuple(NV_MMA.items()) if target == "cuda" else ()))
