@@ -9,18 +9,37 @@ class DotEmitter(EmitterBase):
     """tl.dot."""
 
     def _dot(self, op: t.Dot) -> None:
-        a, b, c = self.tensor(op.a), self.tensor(op.b), self.tensor(op.acc)
-        r = self.fresh("mm")
         if len(op.a.shape) == 3:
-            self._batch_dot(op, a, b, c, r)
+            a, b, c = self.tensor(op.a), self.tensor(op.b), self.tensor(op.acc)
+            self._sync()
+            self._batch_dot(op, a, b, c, self.fresh("mm"))
             return
+        (a, a_t, a_ty), (b, b_t, b_ty) = self._dot_operand(op.a), self._dot_operand(op.b)
+        c = self.tensor(op.acc)
+        self._sync()
+        r = self.fresh("mm")
         m, k = op.a.shape
         n = op.b.shape[1]
+        maps = ""
+        if a_t or b_t:
+            res = ("d2, d0" if a_t else "d0, d2", "d1, d2" if b_t else "d2, d1", "d0, d1")
+            maps = f"indexing_maps = [{', '.join(f'affine_map<(d0, d1, d2) -> ({r})>' for r in res)}] "
         slot = self._config_slot("matmul", (m, n, k), ("parallel", "parallel", "reduction"),
                                  _bytes(op.acc.dtype))
-        self.w(f"{r} = linalg.matmul {slot}ins({a}, {b} : {op.a.type.mlir()}, {op.b.type.mlir()}) "
+        self.w(f"{r} = linalg.matmul {maps}{slot}ins({a}, {b} : {a_ty}, {b_ty}) "
                f"outs({c} : {op.acc.type.mlir()}) -> {op.acc.type.mlir()}")
         self.bind(("t", op.result.id), _Tensor(r, (0, 1), op.result.type.mlir()))
+
+    def _dot_operand(self, v: t.Value) -> tuple[str, bool, str]:
+        """(tensor, transposed, type) of a 2-D dot operand. In a Vulkan dispatch the lowering
+        configures, a `tl.trans` operand is read through the matmul's indexing map rather than
+        copied: IREE's BaseDistribute pipeline bufferizes the whole dispatch before tiling it,
+        so every tile the dispatch materializes is a buffer in workgroup memory (32 KiB on
+        lavapipe), and a transposed copy is one more (attention's tiles did not fit)."""
+        src = v.owner
+        if self.base_distribute and isinstance(src, t.Trans) and src.order == (1, 0):
+            return self.tensor(src.src), True, src.src.type.mlir()
+        return self.tensor(v), False, v.type.mlir()
 
     def _batch_dot(self, op: t.Dot, a: str, b: str, c: str, r: str) -> None:
         nb, m, k = op.a.shape
