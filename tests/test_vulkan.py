@@ -436,7 +436,8 @@ def test_attention(length):
     transposed tile read through the matmul's indexing map, so that the dispatch's tiles fit
     lavapipe's 32 KiB of workgroup memory (they took 45 KiB: 'uses 45696 bytes of shared
     memory; exceeded the limit of 32768 bytes'; and without the barriers the results were
-    wrong)."""
+    wrong). Lavapipe compiles its shader in about a minute at the first launch (Mesa's shader
+    cache keeps it)."""
     run = launcher(K.attention_kernel, "q_ptr=*fp32,k_ptr=*fp32,v_ptr=*fp32,o_ptr=*fp32,L=i32,scale=fp32",
                    {"D": 32, "BLOCK_M": 32, "BLOCK_N": 32})
     q, k, v = (torch.randn(length, 32) for _ in range(3))

@@ -189,22 +189,24 @@ class ComputeEmitter(EmitterBase):
         return self._generic_map(v, root=True)
 
     def _generic_map(self, v: t.Value, root: bool) -> str:
-        """A linalg.generic computing all of `v`: its own op if `root`, else from its tensor."""
+        """A linalg.generic computing all of `v` (a linalg.map over an input: `_write_over_input`):
+        its own op if `root`, else from its tensor."""
         rank = len(v.shape)
         body = _Body(rank)
         res = self._elem(body, v, tuple(range(rank)), root=root)
         ident = self._map(rank, [f"d{i}" for i in range(rank)])
-        out = self.fresh("g")
-        if self.base_distribute and self._write_over_input(out, body, v, ident, res):
-            return out
+        over = self._write_over_input(body, v, ident, res) if self.base_distribute else None
+        if over is not None:
+            return over
         e = self._empty(v.type.mlir())
+        out = self.fresh("g")
         self._write_generic(out, body, [ident], ["parallel"] * rank, [e], [v.type.mlir()], [v.dtype],
                             [res], v.shape)
         return out
 
-    def _write_over_input(self, out: str, body: _Body, v: t.Value, ident: str, res: str) -> bool:
+    def _write_over_input(self, body: _Body, v: t.Value, ident: str, res: str) -> Optional[str]:
         """In a Vulkan dispatch the lowering configures: `v` computed as a linalg.map that writes
-        over one of its inputs of `v`'s type (False where it has none). IREE's BaseDistribute
+        over one of its inputs of `v`'s type (None where it has none). IREE's BaseDistribute
         pipeline bufferizes the whole dispatch before tiling it, so every tile the dispatch
         materializes is a buffer in workgroup memory (32 KiB on lavapipe; attention's tiles did
         not fit); a result written over an input takes no buffer of its own where the input is
@@ -214,7 +216,7 @@ class ComputeEmitter(EmitterBase):
         ty = v.type.mlir()
         over = next((i for i in body.ins if i[1] == ty and i[2] == ident), None)
         if over is None:
-            return False
+            return None
         ins = [i for i in body.ins if i[2] == ident]
         extracts = []
         for name, in_ty, imap, arg, _ in body.ins:
@@ -228,6 +230,7 @@ class ComputeEmitter(EmitterBase):
                 idx.append(ix)
             extracts.append(f"{arg} = tensor.extract {name}[{', '.join(idx)}] : {in_ty}")
         slot = self._generic_slot(body, v.shape, ["parallel"] * len(v.shape), [v.dtype])
+        out = self.fresh("g")
         self.w(f"{out} = linalg.map ins({', '.join(i[0] for i in ins)} : {', '.join(i[1] for i in ins)}) "
                f"outs({over[0]} : {ty}) {slot}")
         bargs = [f"{i[3]}: {i[4]}" for i in ins] + [f"{self.fresh('o')}: {v.dtype}"]
@@ -238,7 +241,7 @@ class ComputeEmitter(EmitterBase):
         self.w(f"linalg.yield {res} : {v.dtype}")
         self.indent -= 1
         self.w("}")
-        return True
+        return out
 
     def _generic_slot(self, body: _Body, shape, iterators, out_elts: list[str]) -> str:
         """The configuration placeholder of a linalg op with `body`'s inputs and region."""
