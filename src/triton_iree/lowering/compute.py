@@ -3,6 +3,7 @@ reductions, reshapes, and bf16 rounding done explicitly."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
 from .. import tile as t
@@ -188,16 +189,65 @@ class ComputeEmitter(EmitterBase):
         return self._generic_map(v, root=True)
 
     def _generic_map(self, v: t.Value, root: bool) -> str:
-        """A linalg.generic computing all of `v`: its own op if `root`, else from its tensor."""
+        """A linalg.generic computing all of `v` (a linalg.map over an input: `_write_over_input`):
+        its own op if `root`, else from its tensor."""
         rank = len(v.shape)
         body = _Body(rank)
         res = self._elem(body, v, tuple(range(rank)), root=root)
+        ident = self._map(rank, [f"d{i}" for i in range(rank)])
+        over = self._write_over_input(body, v, ident, res) if self.base_distribute else None
+        if over is not None:
+            return over
         e = self._empty(v.type.mlir())
         out = self.fresh("g")
-        ident = self._map(rank, [f"d{i}" for i in range(rank)])
         self._write_generic(out, body, [ident], ["parallel"] * rank, [e], [v.type.mlir()], [v.dtype],
                             [res], v.shape)
         return out
+
+    def _write_over_input(self, body: _Body, v: t.Value, ident: str, res: str) -> Optional[str]:
+        """In a Vulkan dispatch the lowering configures: `v` computed as a linalg.map that writes
+        over one of its inputs of `v`'s type (None where it has none). IREE's BaseDistribute
+        pipeline bufferizes the whole dispatch before tiling it, so every tile the dispatch
+        materializes is a buffer in workgroup memory (32 KiB on lavapipe; attention's tiles did
+        not fit); a result written over an input takes no buffer of its own where the input is
+        not read afterwards (bufferization copies the input otherwise). A linalg.generic would
+        not do: IREE gives an elementwise generic a new output tensor. Inputs read along some of
+        the loops only (broadcasts) are read in the body, with tensor.extract."""
+        ty = v.type.mlir()
+        over = next((i for i in body.ins if i[1] == ty and i[2] == ident), None)
+        if over is None:
+            return None
+        ins = [i for i in body.ins if i[2] == ident]
+        extracts = []
+        for name, in_ty, imap, arg, _ in body.ins:
+            if imap == ident:
+                continue
+            dims = re.fullmatch(r"affine_map<\([^)]*\) -> \(([^)]*)\)>", imap).group(1).split(", ")
+            idx = []
+            for d in dims:
+                ix = self.fresh("ix")
+                extracts.append(f"{ix} = linalg.index {int(d[1:])} : index")
+                idx.append(ix)
+            extracts.append(f"{arg} = tensor.extract {name}[{', '.join(idx)}] : {in_ty}")
+        slot = self._generic_slot(body, v.shape, ["parallel"] * len(v.shape), [v.dtype])
+        out = self.fresh("g")
+        self.w(f"{out} = linalg.map ins({', '.join(i[0] for i in ins)} : {', '.join(i[1] for i in ins)}) "
+               f"outs({over[0]} : {ty}) {slot}")
+        bargs = [f"{i[3]}: {i[4]}" for i in ins] + [f"{self.fresh('o')}: {v.dtype}"]
+        self.w(f"  ({', '.join(bargs)}) {{")
+        self.indent += 1
+        for line in extracts + body.lines:
+            self.w(line)
+        self.w(f"linalg.yield {res} : {v.dtype}")
+        self.indent -= 1
+        self.w("}")
+        return out
+
+    def _generic_slot(self, body: _Body, shape, iterators, out_elts: list[str]) -> str:
+        """The configuration placeholder of a linalg op with `body`'s inputs and region."""
+        elt = max(_bytes(x[4]) for x in body.ins + [("", "", "", "", e) for e in out_elts])
+        math = any(" = math." in ln or " = arith.div" in ln or " = arith.rem" in ln for ln in body.lines)
+        return self._config_slot("generic", tuple(shape), tuple(iterators), elt, math)
 
     @staticmethod
     def _map(nloops: int, results: list[str]) -> str:
@@ -221,9 +271,7 @@ class ComputeEmitter(EmitterBase):
         ins = ""
         if body.ins:
             ins = f" ins({', '.join(i[0] for i in body.ins)} : {', '.join(i[1] for i in body.ins)})"
-        elt = max(_bytes(x[4]) for x in body.ins + [("", "", "", "", e) for e in out_elts])
-        math = any(" = math." in ln or " = arith.div" in ln or " = arith.rem" in ln for ln in body.lines)
-        slot = self._config_slot("generic", tuple(shape), tuple(iterators), elt, math)
+        slot = self._generic_slot(body, shape, iterators, out_elts)
         self.w(f"{lhs} = linalg.generic {{{slot}indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}"
                f"{ins} outs({', '.join(inits)} : {', '.join(init_types)}) {{")
         outs_args = body.memo.get("__outs__", [self.fresh("o") for _ in inits])
@@ -242,6 +290,7 @@ class ComputeEmitter(EmitterBase):
         if key in body.memo:
             return body.memo[key]
         e = self.tensor_entry(v)
+        self._sync()
         keep = [d for d in e.dims if v.shape[d] != 1]
         if not keep:
             # Every dim is size 1: read the one element outside the region.

@@ -14,8 +14,7 @@ class ControlEmitter(EmitterBase):
         vectors). IREE's SPIR-V backend has no vectors wider than 4 elements, and a whole tile
         as a vector stays one. A loop copies its new tile into the iter_arg: IREE's
         bufferization refuses a loop-carried tensor that is not updated in place."""
-        gpu = self.options.gpu_tiling
-        return gpu is not None and gpu.spirv
+        return self.spirv
 
     @staticmethod
     def _carried_type(v: t.Value, as_tensor: bool = False) -> str:
@@ -164,6 +163,7 @@ class ControlEmitter(EmitterBase):
         self._block(op.body)
         ys = [self.tensor(op.body.yields[j]) if j in as_tensor else self._region_value(op.body.yields[j])[0]
               for j in keep]
+        self._sync()
         for i, j in enumerate(keep):
             if j in as_tensor and not self._tensor_carried(op, j):
                 # Into the iter_arg: a loop-carried tensor must be updated in place.

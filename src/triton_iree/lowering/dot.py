@@ -10,16 +10,20 @@ class DotEmitter(EmitterBase):
 
     def _dot(self, op: t.Dot) -> None:
         if len(op.a.shape) == 3:
-            self._batch_dot(op, self.tensor(op.a), self.tensor(op.b), self.tensor(op.acc), self.fresh("mm"))
+            a, b, c = self.tensor(op.a), self.tensor(op.b), self.tensor(op.acc)
+            self._sync()
+            self._batch_dot(op, a, b, c, self.fresh("mm"))
             return
+        (a, a_t, a_ty), (b, b_t, b_ty) = self._dot_operand(op.a), self._dot_operand(op.b)
+        c = self.tensor(op.acc)
+        self._sync()
+        r = self.fresh("mm")
         m, k = op.a.shape
         n = op.b.shape[1]
-        (a, a_ty, a_map), (b, b_ty, b_map) = self._operand(op.a, "d0, d2"), self._operand(op.b, "d2, d1")
-        c, r = self.tensor(op.acc), self.fresh("mm")
         maps = ""
-        if (a_map, b_map) != ("d0, d2", "d2, d1"):
-            maps = (f"indexing_maps = [affine_map<(d0, d1, d2) -> ({a_map})>, affine_map<(d0, d1, d2) -> ({b_map})>, "
-                    f"affine_map<(d0, d1, d2) -> (d0, d1)>] ")
+        if a_t or b_t:
+            res = ("d2, d0" if a_t else "d0, d2", "d1, d2" if b_t else "d2, d1", "d0, d1")
+            maps = f"indexing_maps = [{', '.join(f'affine_map<(d0, d1, d2) -> ({r})>' for r in res)}] "
         mma = None
         if self.gpu_mma:
             # Operands staged through workgroup memory, but tiles gathered element by element:
@@ -32,15 +36,23 @@ class DotEmitter(EmitterBase):
                f"outs({c} : {op.acc.type.mlir()}) -> {op.acc.type.mlir()}")
         self.bind(("t", op.result.id), _Tensor(r, (0, 1), op.result.type.mlir()))
 
-    def _operand(self, v: t.Value, dims: str) -> tuple[str, str, str]:
-        """A 2-D operand of a tensor-core matmul: (tensor, its type, its indexing map's results).
-        A tile held transposed (a load of its columns, `tl.trans`) is read through a transposed
-        map: IREE fails to stage a transposing op's result in workgroup memory ('tensor.empty'
-        op incorrect number of dynamic sizes)."""
+    def _dot_operand(self, v: t.Value) -> tuple[str, bool, str]:
+        """(tensor, transposed, type) of a 2-D dot operand: a transposed tile is read through the
+        matmul's indexing map rather than copied where a copy fails or costs.
+        - In a Vulkan dispatch the lowering configures, a `tl.trans` operand: IREE's
+          BaseDistribute pipeline bufferizes the whole dispatch before tiling it, so every tile
+          the dispatch materializes is a buffer in workgroup memory (32 KiB on lavapipe), and a
+          transposed copy is one more (attention's tiles did not fit).
+        - In a tensor-core program, a tile held transposed (a load of its columns): IREE fails to
+          stage a transposing op's result in workgroup memory ('tensor.empty' op incorrect number
+          of dynamic sizes)."""
+        src = v.owner
+        if self.base_distribute and isinstance(src, t.Trans) and src.order == (1, 0):
+            return self.tensor(src.src), True, src.src.type.mlir()
         e = self.tensor_entry(v)
         if self.gpu_mma and e.dims == (1, 0):
-            return e.name, e.type, ", ".join(reversed(dims.split(", ")))
-        return self.tensor(v), v.type.mlir(), dims
+            return e.name, True, e.type
+        return self.tensor(v), False, v.type.mlir()
 
     def _batch_dot(self, op: t.Dot, a: str, b: str, c: str, r: str) -> None:
         nb, m, k = op.a.shape

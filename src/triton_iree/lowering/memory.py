@@ -604,6 +604,7 @@ class MemoryEmitter(EmitterBase):
         dispatch itself and spreads it over workgroups again, which fails ('workgroup_count_hint'
         op failed to resolve workgroup count hint). IREE moves no named op into the loop."""
         e, c = self._empty(rty.mlir()), self.fresh("cp")
+        self._sync()
         slot = self._config_slot("copy", rty.shape, ("parallel",) * len(rty.shape), _bytes(rty.dtype))
         self.w(f"{c} = linalg.copy {slot}ins({val} : {rty.mlir()}) outs({e} : {rty.mlir()}) -> {rty.mlir()}")
         self.store_copies[c] = val

@@ -120,6 +120,7 @@ class ModuleEmitter(EmitterBase):
                 text = re.sub(f"{c}(?![0-9])", src, text)
             if self.gpu_row_length is not None:
                 attrs = gpu.row_reduction_configs(ops, self.gpu_row_length) or attrs
+            attrs = gpu.spirv_serial_reduction(ops) or attrs
         elif self.gpu_mma:
             attrs = gpu.mma_configs(ops)
         elif gpu is not None and candidates:

@@ -130,6 +130,7 @@ class EmitterBase():
         # masked rows as pads and map_stores (`memory`). On Vulkan IREE configures it.
         gpu = options.gpu_tiling
         self.llvmgpu = gpu is not None and not gpu.spirv
+        self.spirv = gpu is not None and gpu.spirv
         self.gpu_whole_reductions = gpu is not None and any(
             isinstance(op, t.Reduce) and op.to_scalar for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
@@ -140,6 +141,19 @@ class EmitterBase():
         # buffer), for `aligned`.
         self.divisibility = {p.value.id: p.divisibility for p in kernel.params + kernel.base_offsets
                              if p.value is not None and p.divisibility > 1}
+        # Vulkan dispatches the lowering configures: IREE's BaseDistribute pipeline (`_sync`).
+        self.base_distribute = self.spirv and not self.gpu_whole_reductions
+
+    def _sync(self) -> None:
+        """A workgroup barrier, in a Vulkan dispatch the lowering configures; before every linalg
+        op that reads tiles other ops computed. IREE's BaseDistribute pipeline spreads each op
+        over the workgroup's threads on its own (ops of other ranks, and reductions, give their
+        elements to other threads) and puts no barrier between ops: a thread would read elements
+        before the threads computing them wrote them, or write over elements other threads still
+        read. (An iree_gpu.value_barrier would do it too, but IREE then copies every argument of
+        the dispatch, whose binding offsets become push constants beyond Vulkan's 128 bytes.)"""
+        if self.base_distribute and (not self.lines or self.lines[-1].strip() != "gpu.barrier"):
+            self.w("gpu.barrier")
 
     def fresh(self, hint: str = "v") -> str:
         self.counter += 1

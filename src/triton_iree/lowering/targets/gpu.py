@@ -9,7 +9,8 @@ LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SPIR-V backend's BaseDistribut
 Vulkan (which refuses LLVMGPU pipelines). A dispatch that reduces a tile to a scalar has no
 parallel loop to split, so IREE never re-tiles it onto the program id; on CUDA and HIP a row
 program (`row_length`) gets IREE's vector distribution of reductions configured here
-(`row_reduction_configs`), other such dispatches IREE's own configuration.
+(`row_reduction_configs`), on Vulkan one with linalg ops in kernel loops one thread per
+workgroup (`spirv_serial_reduction`), other such dispatches IREE's own configuration.
 
 The emitted form differs from the CPU's where IREE would otherwise drop or replace that
 configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
@@ -17,7 +18,12 @@ configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a li
 linalg op), scalars from a one-element linalg.fill, scatters read their tiles after an
 `iree_gpu.value_barrier`, and masked rows are loaded as a tensor.pad (`memory._gpu_pads`); on
 Vulkan every op of the root's rank carries the root's tile sizes, a root without size-1 loops is
-preferred, and 2-D tiles are loaded by rows rather than as slabs.
+preferred, and 2-D tiles are loaded by rows rather than as slabs. BaseDistribute bufferizes the
+whole dispatch before spreading each op over the threads on its own, so there every tile is a
+buffer in workgroup memory and ops see each other's elements only through it: a workgroup
+barrier precedes every op that reads tiles (`EmitterBase._sync`), elementwise ops write over an
+input (`ComputeEmitter._write_over_input`) and a dot reads a transposed operand through its
+indexing map (`DotEmitter._dot_operand`), to keep within the workgroup memory (attention).
 """
 from __future__ import annotations
 
@@ -87,6 +93,24 @@ class GpuTiling:
         return (f"#iree_codegen.compilation_info<lowering_config = #iree_gpu.lowering_config<{{{', '.join(fields)}}}>, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
                 f"workgroup_size = [{self.threads}, 1, 1] subgroup_size = {self.subgroup_size}>>")
+
+    def spirv_serial_reduction(self, ops) -> Optional[list[str]]:
+        """Vulkan, a dispatch that reduces a tile to a scalar and has linalg ops in kernel loops
+        (layer norm): one thread per workgroup, IREE's BaseDistribute pipeline with no tiling,
+        on the last reduction to a scalar, the others without configuration. IREE configures
+        such a dispatch itself the same way where its tiles have 512 elements or more; with
+        fewer its SubgroupReduce configuration (tile sizes [[], [n]]) vectorizes the ops in the
+        loops whole, wider than SPIR-V's vectors ('failed to legalize operation'). None for
+        other dispatches: IREE's own configuration is kept (softmax: SubgroupReduce)."""
+        whole = [i for i, o in enumerate(ops) if o.iterators and "parallel" not in o.iterators]
+        if not self.spirv or not whole or not any(o.depth for o in ops if o.kind == "generic"):
+            return None
+        attrs = [""] * len(ops)
+        attrs[whole[-1]] = ("compilation_info = #iree_codegen.compilation_info<lowering_config = "
+                            "#iree_codegen.lowering_config<tile_sizes = []>, translation_info = "
+                            "#iree_codegen.translation_info<pipeline = #iree_gpu.spirv_pipeline<BaseDistribute> "
+                            "workgroup_size = [1, 1, 1]>>")
+        return attrs
 
     def row_length(self, kernel) -> Optional[int]:
         """n, where the program is a row program: it reduces 1-D tiles to scalars and all its
