@@ -176,3 +176,21 @@ def test_which_dots_run_on_tensor_cores(dtype, blocks, warps, mma, tmp_path):
     else:
         assert f"mma_kind = #iree_gpu.mma_layout<{mma}>" in text
     assert _stack_arrays(_llvm_ir(text, tmp_path)) == [] or mma is None
+
+
+@triton.jit
+def _divide_kernel(x_ptr, y_ptr, out_ptr, rn_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x, y = tl.load(x_ptr + offs), tl.load(y_ptr + offs)
+    tl.store(out_ptr + offs, x / y)
+    tl.store(rn_ptr + offs, tl.math.div_rn(x, y))
+
+
+def test_f32_division_is_approximate_on_cuda_as_in_triton_but_div_rn_is_not():
+    """Triton's `/` on f32 is div.full.f32 on NVIDIA GPUs (within 2 ulp): the lowering lets LLVM
+    multiply by a reciprocal there (arcp), but not for tl.math.div_rn, nor on CPUs."""
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "rn_ptr": "*fp32"}
+    divs = re.findall(r"arith\.divf [^\n]*", _module(_divide_kernel, sig, {"BLOCK": 128}, 4))
+    assert len(divs) == 2 and sum("fastmath<arcp>" in d for d in divs) == 1
+    cpu = aot.compile_kernel(_divide_kernel, sig, {"BLOCK": 128}, vmfb=False).module
+    assert cpu.count("arith.divf") == 2 and "arcp" not in cpu

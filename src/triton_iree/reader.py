@@ -283,6 +283,8 @@ class TTIRReader(FloatCasts, BitonicSort):
             attrs["predicate"] = CMPI_PREDICATES[_attr_int(op, "predicate")]
         elif opname == "arith.cmpf":
             attrs["predicate"] = CMPF_PREDICATES[_attr_int(op, "predicate")]
+        elif op.operation.name == "tt.precise_divf":
+            attrs["precise"] = True     # tl.math.div_rn: correctly rounded on every target
         if len(op.results) != 1:
             raise self._unsupported(op, "multi-result elementwise op")
         ty = self._type(op.results[0].type, op)
