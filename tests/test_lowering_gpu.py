@@ -63,6 +63,10 @@ def test_softmax_row_is_spread_over_num_warps_warps(block, warps, tmp_path):
     assert _stack_arrays(ir) == []
     assert "llvm.nvvm.shfl.sync.bfly.f32" in ir        # a reduction across each warp's threads
     assert f'"nvvm.maxntid"="{32 * warps},1,1"' in ir
+    # Rows wholly inside the tensor (the full-tile version) are read and written 16 bytes at a
+    # time: Triton's divisibility hints make the addresses 16-byte aligned.
+    assert re.search(r"load <4 x float>, ptr addrspace\(1\) %\w+, align 16", ir)
+    assert re.search(r"store <4 x float> %\w+, ptr addrspace\(1\) %\w+, align 16", ir)
 
 
 def test_layer_norm_loops_are_spread_over_the_threads(tmp_path):
@@ -75,6 +79,9 @@ def test_layer_norm_loops_are_spread_over_the_threads(tmp_path):
     ir = _llvm_ir(text, tmp_path)
     assert _stack_arrays(ir) == []
     assert ir.count("@llvm.masked.load.v4f32") >= 3   # x, w, b: 4 floats a thread, masked
+    # The loops' full iterations read x, w and b 16 bytes at a time, aligned (the induction
+    # variable steps by the block, a multiple of 4 elements).
+    assert len(re.findall(r"load <4 x float>, ptr addrspace\(1\) %\w+, align 16", ir)) >= 3
 
 
 def test_vector_add_reads_its_masked_rows_as_pads(tmp_path):

@@ -333,6 +333,13 @@ class MemoryEmitter(EmitterBase):
             return self.scalar(acc.other)
         return self.const(0, op.result.dtype)
 
+    def _row_start(self, acc: StructuredAccess, pos: dict[int, str]) -> str:
+        """`_row_offset` of a whole row, with its divisibility written into it (`aligned`)."""
+        d = self.divisor(acc.form.offset)
+        for k in pos:
+            d = math.gcd(d, self.divisor(acc.form.strides[k]))
+        return self.aligned(self._row_offset(acc, pos), d)
+
     def _row_offset(self, acc: StructuredAccess, pos: dict[int, str]) -> str:
         """offset + sum over dims in `pos` of pos[d] * stride[d]."""
         off = self.poly(acc.form.offset)
@@ -358,7 +365,7 @@ class MemoryEmitter(EmitterBase):
 
         def row(pos: dict[int, str], into: Optional[str]) -> str:
             if ranges is None:
-                start = self._row_offset(acc, pos)
+                start = self._row_start(acc, pos)
                 size, sty = str(n), f"tensor<{n}x{p.dtype}>"
             else:
                 lo, hi = ranges[inner]
@@ -620,7 +627,7 @@ class MemoryEmitter(EmitterBase):
 
         def row(pos: dict[int, str], _acc) -> None:
             if ranges is None:
-                start = self._row_offset(acc, pos)
+                start = self._row_start(acc, pos)
                 lo, size, sty = "0", str(n), f"tensor<{n}x{p.dtype}>"
             else:
                 lo, hi = ranges[inner]

@@ -227,9 +227,10 @@ class ModuleEmitter(EmitterBase):
         runs; otherwise the masked one. Masked vector loads and stores are several times slower
         on some CPUs. Inside the full version, loops whose masks move with the induction
         variable run their full iterations unmasked, then the rest masked; and 2-D loads whose
-        slab fits the buffer read it in place (`_slab_load`). On GPUs only tl.dot programs on
-        tensor cores have one (`GpuTiling.mma_program`): there unmasked tiles are read with
-        full-width vector loads, masked ones element by element.
+        slab fits the buffer read it in place (`_slab_load`). On GPUs only tensor-core programs
+        (`GpuTiling.mma_program`) and row programs (`GpuTiling.row_length`) have one: there
+        unmasked tiles are read and written 16 bytes at a time, masked ones element by element
+        (LLVM's NVPTX backend splits a masked vector load into element loads).
         """
         plan = self.facts.plan
         gpu = self.options.gpu_tiling
@@ -238,7 +239,7 @@ class ModuleEmitter(EmitterBase):
         self.slab_able = {} if gpu is not None and gpu.spirv else \
             {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
-        if not plan and not slabs or not (self.options.full_tiles or self.gpu_mma):
+        if not plan and not slabs or not (self.options.full_tiles or self.gpu_mma or self.gpu_row_length):
             self._block(self.k.body)
             return
         for op in self.k.body.ops:

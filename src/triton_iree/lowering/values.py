@@ -141,6 +141,7 @@ class EmitterBase():
         # buffer), for `aligned`.
         self.divisibility = {p.value.id: p.divisibility for p in kernel.params + kernel.base_offsets
                              if p.value is not None and p.divisibility > 1}
+        self.loop_of_iv = {op.iv.id: op for op in kernel.walk() if isinstance(op, t.For)}
         # Vulkan dispatches the lowering configures: IREE's BaseDistribute pipeline (`_sync`).
         self.base_distribute = self.spirv and not self.gpu_whole_reductions
 
@@ -238,9 +239,21 @@ class EmitterBase():
                     lo = self.facts.loop_offsets.get((id(a.loop), a.index))
                     term *= math.gcd(self.divisor(lo.init), self.divisor(lo.step)) if lo is not None else 1
                 else:
-                    term *= self.divisibility.get(a.id, 1)
+                    term *= self._value_divisor(a)
             g = math.gcd(g, term)
         return g
+
+    def _value_divisor(self, v: t.Value) -> int:
+        """A divisor of a scalar: its divisibility hint, a constant's value, or for a loop's
+        induction variable, what divides its start and its step."""
+        if v.id in self.divisibility:
+            return self.divisibility[v.id]
+        if isinstance(v.owner, t.Constant) and type(v.owner.value) is int:
+            return abs(v.owner.value)
+        loop = self.loop_of_iv.get(v.id)
+        if loop is not None:
+            return math.gcd(self._value_divisor(loop.lb), self._value_divisor(loop.step))
+        return 1
 
     def aligned(self, x: str, d: int) -> str:
         """x (an index), on LLVMGPU targets with the largest power of two dividing d (up to 16)
