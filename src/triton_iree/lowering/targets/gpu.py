@@ -4,7 +4,9 @@ One Triton program is one IREE workgroup of 32 x num_warps threads. IREE's GPU p
 a dispatch again and map their tiles onto workgroup ids unless the root op says otherwise; the
 program id is the workgroup id, so that would compute wrong answers. So the root op of every
 dispatch carries a `compilation_info` whose workgroup tile sizes are all 0 (the whole tile is one
-workgroup's) and whose thread tile sizes spread the tile over the workgroup's threads: IREE's
+workgroup's); a tl.dot program on CUDA gets IREE's vector distribution with tensor cores
+(`mma_program`, `mma_configs`); otherwise thread tile sizes spread the tile over the workgroup's
+threads: IREE's
 LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SPIR-V backend's BaseDistribute pipeline on
 Vulkan (which refuses LLVMGPU pipelines). A dispatch that reduces a tile to a scalar has no
 parallel loop to split, so IREE never re-tiles it onto the program id; on CUDA and HIP a row
