@@ -201,3 +201,35 @@ def test_f32_division_is_approximate_on_cuda_as_in_triton_but_div_rn_is_not():
     assert len(divs) == 2 and sum("fastmath<arcp>" in d for d in divs) == 1
     cpu = aot.compile_kernel(_divide_kernel, sig, {"BLOCK": 128}, vmfb=False).module
     assert cpu.count("arith.divf") == 2 and "arcp" not in cpu
+
+
+@triton.jit
+def _topk_kernel(x_ptr, out_ptr, N: tl.constexpr, K: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(out_ptr + tl.arange(0, K), tl.topk(x, K))
+
+
+@triton.jit
+def _gather_2d_kernel(x_ptr, idx_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x, idx = tl.load(x_ptr + offs), tl.load(idx_ptr + offs)
+    tl.store(out_ptr + offs, tl.gather(x, idx, axis=1))
+
+
+@pytest.mark.parametrize("fn, sig, consts, construct, call", [
+    (_topk_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, {"N": 64, "K": 8}, "tl.topk", "tl.topk(x, K)"),
+    (_gather_2d_kernel, {"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32"}, {"M": 8, "N": 16},
+     "tl.gather of 2-D tiles", "tl.gather(x, idx, axis=1)"),
+])
+def test_constructs_cuda_codegen_got_wrong_are_refused_and_say_where(fn, sig, consts, construct, call):
+    """Replayed on an H200, every tl.topk launch and every tl.gather of 2-D tiles in the
+    conformance suite came out wrong through IREE's CUDA code generation: an error instead,
+    naming the construct and the user's line; the CPU compiles them."""
+    for target, arch in (("cuda", "sm_80"), ("hip", "gfx942")):
+        with pytest.raises(UnsupportedError) as e:
+            aot.compile_kernel(fn, sig, consts, target=target, arch=arch, vmfb=False)
+        msg = str(e.value)
+        assert construct in msg and "native mode" in msg
+        line = next(i for i, ln in enumerate(open(__file__), 1) if call in ln and "tl.store" in ln)
+        assert f"test_lowering_gpu.py:{line}:" in msg, msg
+    assert "linalg.generic" in aot.compile_kernel(fn, sig, consts, vmfb=False).module

@@ -131,6 +131,7 @@ class TTIRReader(FloatCasts, BitonicSort):
         self.funcs: dict = {}          # sym_name -> tt.func
         self._calls: list[str] = []    # the functions being inlined, outermost first
         self._in_sort_group = False
+        self.sort_calls: list[tuple[str, str]] = []   # (tl.sort or tl.topk, the user's line)
 
     # -- entry -------------------------------------------------------------------------
     def read(self) -> t.Kernel:
@@ -181,7 +182,7 @@ class TTIRReader(FloatCasts, BitonicSort):
                 self.env[arg] = p.value
             params.append(p)
         self._read_ops(block, body)
-        return t.Kernel(self.kernel_name, params, body, source_loc(func.location), bases)
+        return t.Kernel(self.kernel_name, params, body, source_loc(func.location), bases, self.sort_calls)
 
     # -- helpers -----------------------------------------------------------------------
     def _unsupported(self, op, what: str = "") -> UnsupportedError:

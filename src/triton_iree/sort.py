@@ -229,6 +229,7 @@ class BitonicSort:
                 for op in ours.ops:
                     outer.add(op)
                 self.env[outputs[0]] = y
+                self.sort_calls.append((name, user_loc))
                 return
         raise refuse("its expansion is not the bitonic sort this version of triton-iree knows")
 

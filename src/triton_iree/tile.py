@@ -531,6 +531,8 @@ class Kernel:
     # Optional i64 element offsets, one per buffer, passed after the grid: where the kernel's
     # pointer starts inside the buffer the runtime imports (which must start 64-byte aligned).
     base_offsets: list[Param] = field(default_factory=list)
+    # The tl.sort / tl.topk calls read into the body: (construct, the user's source line).
+    sort_calls: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def buffers(self) -> list[Param]:

@@ -38,9 +38,7 @@ class ScanEmitter(EmitterBase):
             # Replayed on an H200, every scan of the conformance suite (1-D and 2-D, cumsum,
             # cumprod, associative_scan) came out wrong: IREE's CUDA code generation does not
             # keep the loop's order across the workgroup's threads.
-            raise self.err("tl.cumsum / tl.cumprod / tl.associative_scan (tt.scan) is not supported by "
-                           "triton-iree's code generation for CUDA and HIP (it computed wrong answers); "
-                           "compile for CUDA in native mode (--native) instead", op)
+            raise self.gpu_refused("tl.cumsum / tl.cumprod / tl.associative_scan (tt.scan)", op)
         types = [s.type for s in op.srcs]
         shape, axis = types[0].shape, op.axis
         n = shape[axis]

@@ -56,6 +56,8 @@ class ShapeEmitter(EmitterBase):
         in Triton; it is clamped here so that it cannot read outside the tile."""
         v = op.result
         rank = len(v.shape)
+        if self.llvmgpu and rank > 1:
+            raise self.gpu_refused(f"tl.gather of {rank}-D tiles", op)
         src = self.tensor(op.src)
         last = self.idx(op.src.shape[op.axis] - 1)
         body = _Body(rank)

@@ -142,6 +142,10 @@ class EmitterBase():
         self.divisibility = {p.value.id: p.divisibility for p in kernel.params + kernel.base_offsets
                              if p.value is not None and p.divisibility > 1}
         self.loop_of_iv = {op.iv.id: op for op in kernel.walk() if isinstance(op, t.For)}
+        if self.llvmgpu:
+            topk = next((loc for construct, loc in kernel.sort_calls if construct == "tl.topk"), None)
+            if topk is not None:
+                raise self.gpu_refused("tl.topk", loc=topk)
         # Vulkan dispatches the lowering configures: IREE's BaseDistribute pipeline (`_sync`).
         self.base_distribute = self.spirv and not self.gpu_whole_reductions
 
@@ -176,6 +180,13 @@ class EmitterBase():
 
     def err(self, msg: str, op: t.Op | None = None) -> UnsupportedError:
         return UnsupportedError(msg, kernel=self.k.name, loc=getattr(op, "loc", "") or None)
+
+    def gpu_refused(self, construct: str, op: t.Op | None = None, loc: Optional[str] = None) -> UnsupportedError:
+        """A construct refused on LLVMGPU targets: replayed on an H200, IREE's CUDA code
+        generation computed wrong answers for it (scans; tl.topk; tl.gather of 2-D tiles)."""
+        return UnsupportedError(f"{construct} is not supported by triton-iree's code generation for CUDA and HIP "
+                                f"(it computed wrong answers); compile for CUDA in native mode (--native) instead",
+                                kernel=self.k.name, loc=loc or getattr(op, "loc", "") or None)
 
     def const(self, value, dtype: str) -> str:
         key = ("const", dtype, repr(value))
