@@ -233,3 +233,17 @@ def test_constructs_cuda_codegen_got_wrong_are_refused_and_say_where(fn, sig, co
         line = next(i for i, ln in enumerate(open(__file__), 1) if call in ln and "tl.store" in ln)
         assert f"test_lowering_gpu.py:{line}:" in msg, msg
     assert "linalg.generic" in aot.compile_kernel(fn, sig, consts, vmfb=False).module
+
+
+@triton.jit
+def _sort_rows_kernel(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    tl.store(out_ptr + offs, tl.sort(tl.load(x_ptr + offs), dim=1))
+
+
+def test_a_sort_refused_for_its_2d_gathers_is_named_as_the_users_sort():
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32"}
+    with pytest.raises(UnsupportedError) as e:
+        aot.compile_kernel(_sort_rows_kernel, sig, {"M": 4, "N": 32}, target="cuda", arch="sm_80", vmfb=False)
+    line = next(i for i, ln in enumerate(open(__file__), 1) if "tl.sort(tl.load(x_ptr + offs), dim=1)" in ln)
+    assert "tl.sort (its tl.gather of 2-D tiles)" in str(e.value) and f"test_lowering_gpu.py:{line}:" in str(e.value)

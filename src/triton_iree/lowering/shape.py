@@ -57,7 +57,9 @@ class ShapeEmitter(EmitterBase):
         v = op.result
         rank = len(v.shape)
         if self.llvmgpu and rank > 1:
-            raise self.gpu_refused(f"tl.gather of {rank}-D tiles", op)
+            gather = f"tl.gather of {rank}-D tiles"
+            call = next((c for c, loc in self.k.sort_calls if loc == op.loc), None)   # tl.sort's own
+            raise self.gpu_refused(f"{call} (its {gather})" if call else gather, op)
         src = self.tensor(op.src)
         last = self.idx(op.src.shape[op.axis] - 1)
         body = _Body(rank)
