@@ -155,15 +155,11 @@ class MemoryEmitter(EmitterBase):
         self.w(f"^bb0({o}: {dt}):")
         self.indent += 1
         self.scopes.append({})
-        off, conds = self.poly(acc.form.offset), []
-        for k, d in enumerate(active):
+        def index(k: int) -> str:
             i = self.fresh("ix")
             self.w(f"{i} = linalg.index {k} : index")
-            off = self._binop("arith.addi", off, self._binop("arith.muli", i, self.poly(acc.form.strides[d])))
-            if ranges is not None:
-                lo, hi = ranges[d]
-                conds += [self._cmp("sge", i, lo), self._cmp("slt", i, hi)]
-        ok = self._and(conds)
+            return i
+        off, ok = self._element_offset(self.poly(acc.form.offset), acc, active, index, ranges)
         if ok is not None:
             off = self._select_index(ok, off, self.idx(0))
         x = self.fresh("x")
@@ -178,6 +174,20 @@ class MemoryEmitter(EmitterBase):
         self.w(f"}} -> {rty.mlir()}")
         self.gathered.add(r)
         return r
+
+    def _element_offset(self, start: str, acc: StructuredAccess, active: list[int], index,
+                        ranges: Optional[dict]) -> tuple[str, Optional[str]]:
+        """The buffer offset of the tile element whose index along active dim k is `index(k)`,
+        from the tile's `start`, and whether every index is inside its dim's [lo, hi) of
+        `ranges` (None: no condition)."""
+        off, conds = start, []
+        for k, d in enumerate(active):
+            i = index(k)
+            off = self._binop("arith.addi", off, self._binop("arith.muli", i, self.poly(acc.form.strides[d])))
+            if ranges is not None:
+                lo, hi = ranges[d]
+                conds += [self._cmp("sge", i, lo), self._cmp("slt", i, hi)]
+        return off, self._and(conds)
 
     def _bind_load(self, v: t.Value, e: _Tensor, snapshot: bool) -> None:
         """Binds a loaded tile; a snapshot is a copy made here (see `memory_order`)."""
@@ -452,14 +462,8 @@ class MemoryEmitter(EmitterBase):
         self.w(f"^bb0({', '.join(f'{i}: index' for i in ivs)}):")
         self.indent += 1
         self.scopes.append({})
-        off, conds = start, []
-        for d, i in zip(active, ivs):
-            off = self._binop("arith.addi", off, self._binop("arith.muli", i, self.poly(acc.form.strides[d])))
-            if ranges is not None:
-                lo, hi = ranges[d]
-                conds += [self._cmp("sge", i, lo), self._cmp("slt", i, hi)]
-        ok = self._and(conds) if conds else self.const(True, "i1")
-        self.w(f"iree_linalg_ext.yield {off}, {ok} : index, i1")
+        off, ok = self._element_offset(start, acc, active, ivs.__getitem__, ranges)
+        self.w(f"iree_linalg_ext.yield {off}, {ok or self.const(True, 'i1')} : index, i1")
         self.scopes.pop()
         self.indent -= 1
         self.w(f"}} : {rty.mlir()} into tensor<?x{p.dtype}> -> tensor<?x{p.dtype}>")
