@@ -12,7 +12,6 @@ everywhere) are rewritten on reading: `rewrites`, called from one place per op k
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional
 
 from iree.compiler import ir
@@ -21,6 +20,7 @@ from . import rewrites, tile as t
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
 from .locations import library_call, loc_name, sort_call, source_loc
+from .pointers import Ptr, memory_dtype, ptr_pointee
 from .sort import BitonicSort
 
 # arith.cmpi / arith.cmpf predicate enums, as TTIR's generic form prints them (integers).
@@ -52,41 +52,6 @@ ATOMIC_RMW_OPS = {1: "and", 2: "or", 3: "xor", 4: "add", 5: "add", 6: "max", 7: 
 
 # TTIR ops that are plain elementwise ops under another name.
 RENAMED_OPS = {"tt.precise_sqrt": "math.sqrt", "tt.precise_divf": "arith.divf"}
-
-_PTR_TYPE = re.compile(r"^!tt\.ptr<([^,>]+)(?:,\s*\d+)?>$")
-
-
-def ptr_pointee(ty: ir.Type) -> Optional[str]:
-    m = _PTR_TYPE.match(str(ty))
-    return m.group(1) if m else None
-
-
-def memory_dtype(pointee: str) -> str:
-    # Triton keeps booleans in memory as bytes.
-    return "i8" if pointee == "i1" else pointee
-
-
-@dataclass
-class Ptr:
-    """A pointer (scalar or tile) during reading: a buffer plus i64 element offsets.
-
-    `view` is the element type the pointer reads as, when a pointer bitcast reinterprets the
-    buffer's elements, e.g. Triton's i1 pointers as i8. A view narrower than the buffer's
-    elements (`x_ptr.to(tl.pointer_type(tl.int8))` on a float32 buffer) has `scale` elements in
-    each buffer element, and its offsets count view elements.
-    """
-    buffer: t.Param
-    offsets: t.Value
-    view: Optional[str] = None
-    scale: int = 1
-
-    @property
-    def dtype(self) -> str:
-        return self.view or self.buffer.dtype
-
-    def moved(self, offsets: t.Value) -> "Ptr":
-        return Ptr(self.buffer, offsets, self.view, self.scale)
-
 
 def _attr_int(op, name: str) -> int:
     return ir.IntegerAttr(op.attributes[name]).value

@@ -1,0 +1,45 @@
+"""Pointers in TTIR as the reader holds them: `!tt.ptr<T>` types, and pointer values (a kernel
+argument's buffer plus element offsets), which become offsets into buffers in the tile program."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from iree.compiler import ir
+
+from . import tile as t
+
+_PTR_TYPE = re.compile(r"^!tt\.ptr<([^,>]+)(?:,\s*\d+)?>$")
+
+
+def ptr_pointee(ty: ir.Type) -> Optional[str]:
+    m = _PTR_TYPE.match(str(ty))
+    return m.group(1) if m else None
+
+
+def memory_dtype(pointee: str) -> str:
+    # Triton keeps booleans in memory as bytes.
+    return "i8" if pointee == "i1" else pointee
+
+
+@dataclass
+class Ptr:
+    """A pointer (scalar or tile) during reading: a buffer plus i64 element offsets.
+
+    `view` is the element type the pointer reads as, when a pointer bitcast reinterprets the
+    buffer's elements, e.g. Triton's i1 pointers as i8. A view narrower than the buffer's
+    elements (`x_ptr.to(tl.pointer_type(tl.int8))` on a float32 buffer) has `scale` elements in
+    each buffer element, and its offsets count view elements.
+    """
+    buffer: t.Param
+    offsets: t.Value
+    view: Optional[str] = None
+    scale: int = 1
+
+    @property
+    def dtype(self) -> str:
+        return self.view or self.buffer.dtype
+
+    def moved(self, offsets: t.Value) -> "Ptr":
+        return Ptr(self.buffer, offsets, self.view, self.scale)
