@@ -247,3 +247,26 @@ def test_a_sort_refused_for_its_2d_gathers_is_named_as_the_users_sort():
         aot.compile_kernel(_sort_rows_kernel, sig, {"M": 4, "N": 32}, target="cuda", arch="sm_80", vmfb=False)
     line = next(i for i, ln in enumerate(open(__file__), 1) if "tl.sort(tl.load(x_ptr + offs), dim=1)" in ln)
     assert "tl.sort (its tl.gather of 2-D tiles)" in str(e.value) and f"test_lowering_gpu.py:{line}:" in str(e.value)
+
+
+@triton.jit
+def _join_ptr_sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(tl.join(x_ptr + offs, x_ptr + n + offs), mask=tl.join(m, m), other=0)
+    tl.store(out_ptr + offs, tl.sum(v, axis=1), mask=m)
+
+
+def test_row_reduction_result_is_stored_from_the_stores_copy(tmp_path):
+    """A reduction along the last dim of a 2-D tile, stored: the store's copy is the root and the
+    reduction keeps its own tiling. With the reduction as the root, IREE left its result in each
+    thread's private memory and stored it from a loop over the threads it did not fuse, reading
+    other threads' rows (on an H200, 62 of 63 sums wrong: tl.join of pointers). The joined tile
+    is one linalg.generic (its two tensor.insert_slice were not fused either)."""
+    text = _module(_join_ptr_sum_kernel, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n": "i32"},
+                   {"BLOCK": 64}, 4)
+    root = re.findall(r"= (linalg\.\w+) \{compilation_info", text)
+    assert root == ["linalg.copy"], root
+    assert re.search(r"linalg\.generic \{lowering_config = [^\n]*reduction = \[0, 1\]", text)
+    assert "tensor.insert_slice" not in text
+    assert _stack_arrays(_llvm_ir(text, tmp_path)) == []

@@ -129,6 +129,18 @@ class ModuleEmitter(EmitterBase):
                                                       1 not in ops[i].loops, ops[i].heat(), -i))
             else:
                 root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].heat(), -i))
+                copies = [i for i in candidates if i > root and ops[i].kind == "copy"]
+                if "reduction" in ops[root].iterators and ops[root].kind == "generic" and copies:
+                    # A reduction along some dims of a tile, stored: the store's copy is the root
+                    # and the reduction keeps its tiling. As the root, the reduction left its
+                    # result in each thread's private memory, and the copy, which IREE did not
+                    # fuse into the reduction's loop over the threads, stored other threads'
+                    # elements from it (wrong answers on an H200 where a thread has more than
+                    # one row to reduce: tl.join of pointers).
+                    red = ops[root]
+                    attrs[root] = (f"lowering_config = "
+                                   f"{gpu.lowering_config(red.loops, red.iterators)}")
+                    root = max(copies, key=lambda i: (ops[i].heat(), i))
             attrs[root] = f"compilation_info = {gpu.compilation_info(ops[root].loops, ops[root].iterators)}"
             if gpu.spirv:
                 # IREE's SPIR-V pipeline tiles every op with one configuration and requires all

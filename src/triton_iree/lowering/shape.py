@@ -1,5 +1,6 @@
 """Data movement between tiles: `tl.join` / `tl.split` (and `tl.interleave`, a join and a
-reshape) as `tensor.insert_slice` / `tensor.extract_slice` along the last dim, `tl.cat` as two
+reshape) as `tensor.insert_slice` (on CUDA and HIP a `linalg.generic`) / `tensor.extract_slice`
+along the last dim, `tl.cat` as two
 `insert_slice`s, and `tl.gather` as a `linalg.generic` that extracts from the source tile."""
 from __future__ import annotations
 
@@ -33,7 +34,25 @@ class ShapeEmitter(EmitterBase):
 
     def _join(self, op: t.Join) -> None:
         axis = len(op.result.shape) - 1
-        self._insert_parts(op.result, [(op.a, "0"), (op.b, "1")], axis)
+        if not self.llvmgpu:
+            self._insert_parts(op.result, [(op.a, "0"), (op.b, "1")], axis)
+            return
+        # On CUDA and HIP a linalg.generic that picks a or b by the new dim's index: IREE's
+        # TileAndFuse pipeline spreads it over the threads with its consumer. Its two
+        # tensor.insert_slice were not fused, and the joined tile came out zero except for
+        # its first elements (tl.join of pointers, tl.interleave of 2-D tiles, on an H200).
+        v = op.result
+        body = _Body(len(v.shape))
+        dims = tuple(range(axis))
+        a, b = self._elem(body, op.a, dims), self._elem(body, op.b, dims)
+        first, pick = self.fresh("first"), self.fresh("join")
+        body.lines.append(f"{first} = arith.cmpi eq, {self._linalg_index(body, axis)}, {self.idx(0)} : index")
+        body.lines.append(f"{pick} = arith.select {first}, {a}, {b} : {v.dtype}")
+        out = self.fresh("join")
+        ident = self._map(len(v.shape), [f"d{i}" for i in range(len(v.shape))])
+        self._write_generic(out, body, [ident], ["parallel"] * len(v.shape), [self._empty(v.type.mlir())],
+                            [v.type.mlir()], [v.dtype], [pick], v.shape)
+        self._bind_tile(v, out)
 
     def _cat(self, op: t.Cat) -> None:
         self._insert_parts(op.result, [(op.a, "0"), (op.b, str(op.a.shape[0]))], 0)

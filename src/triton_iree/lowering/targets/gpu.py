@@ -82,17 +82,22 @@ class GpuTiling:
         thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
         return f"#iree_codegen.lowering_config<tile_sizes = [[{zeros}], [{thread}]]>"
 
-    def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
+    def lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
+        """IREE's LLVMGPU TileAndFuse tile sizes: none per workgroup, `thread_tiles` per thread,
+        reduction loops one element at a time."""
         zeros = ", ".join("0" for _ in loops)
         thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
+        fields = [f"workgroup = [{zeros}]", f"thread = [{thread}]"]
+        if "reduction" in iterators:
+            fields.append("reduction = [" + ", ".join("1" if it == "reduction" else "0" for it in iterators) + "]")
+        return f"#iree_gpu.lowering_config<{{{', '.join(fields)}}}>"
+
+    def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         if self.spirv:
             return (f"#iree_codegen.compilation_info<lowering_config = {self.spirv_lowering_config(loops, iterators)}, "
                     f"translation_info = #iree_codegen.translation_info<pipeline = "
                     f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads}, 1, 1]>>")
-        fields = [f"workgroup = [{zeros}]", f"thread = [{thread}]"]
-        if "reduction" in iterators:
-            fields.append("reduction = [" + ", ".join("1" if it == "reduction" else "0" for it in iterators) + "]")
-        return (f"#iree_codegen.compilation_info<lowering_config = #iree_gpu.lowering_config<{{{', '.join(fields)}}}>, "
+        return (f"#iree_codegen.compilation_info<lowering_config = {self.lowering_config(loops, iterators)}, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
                 f"workgroup_size = [{self.threads}, 1, 1] subgroup_size = {self.subgroup_size}>>")
 
