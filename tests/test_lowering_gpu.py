@@ -270,3 +270,53 @@ def test_row_reduction_result_is_stored_from_the_stores_copy(tmp_path):
     assert re.search(r"linalg\.generic \{lowering_config = [^\n]*reduction = \[0, 1\]", text)
     assert "tensor.insert_slice" not in text
     assert _stack_arrays(_llvm_ir(text, tmp_path)) == []
+
+
+@triton.jit
+def _block_minmax_kernel(x_ptr, max_ptr, min_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(max_ptr + tl.program_id(0), tl.max(tl.load(x_ptr + offs, mask=m, other=-2147483648)))
+    tl.store(min_ptr + tl.program_id(0), tl.min(tl.load(x_ptr + offs, mask=m, other=2147483647)))
+
+
+def test_signed_integer_max_and_min_reduce_unsigned_with_the_sign_bit_flipped(tmp_path):
+    """IREE's vector distribution starts each thread's part of a reduction from its identity of
+    the combining kind, 0 for maxsi and -1 for minsi on int32 (INT64_MIN / INT64_MAX truncated):
+    on an H200 the max of a block of negative int32 came out 0. On CUDA the values are reduced
+    with maxui / minui (identities 0 and -1, right) with their sign bit flipped, and the result
+    flipped back; the CPU keeps maxsi / minsi."""
+    sig = {"x_ptr": "*i32:16", "max_ptr": "*i32:16", "min_ptr": "*i32:16", "n": "i32"}
+    text = _module(_block_minmax_kernel, sig, {"BLOCK": 64}, 4)
+    for signed, unsigned in (("maxsi", "maxui"), ("minsi", "minui")):
+        assert re.search(rf"%(\w+) = arith\.xori %in\w+, %(\w+) : i32\n\s*%\w+ = arith\.{unsigned} %acc\w+, %\1 : i32",
+                         text), text
+        assert f"arith.{signed} %acc" not in text
+    assert re.search(r"%c\w+ = arith\.constant -2147483648 : i32", text)
+    ir = _llvm_ir(text, tmp_path)
+    assert "vector.reduce.umax" in ir and "vector.reduce.umin" in ir
+    assert not re.search(r"@llvm\.s(max|min)\.i32", ir)      # no smax(x, 0) / smin(x, -1) left
+    cpu = aot.compile_kernel(_block_minmax_kernel, sig, {"BLOCK": 64}, vmfb=False).module
+    assert re.search(r"arith\.maxsi %acc\w+, %in\w+ : i32", cpu) and "arith.maxui %acc" not in cpu
+
+
+@triton.jit
+def _sum_full_kernel(out_ptr, INIT: tl.constexpr, IN_DTYPE: tl.constexpr, OUT_DTYPE: tl.constexpr):
+    x = tl.full((32, 32), INIT, dtype=IN_DTYPE)
+    tl.store(out_ptr, tl.sum(x, dtype=OUT_DTYPE).to(tl.int32))
+
+
+@pytest.mark.parametrize("init, in_dtype, out_dtype, want", [
+    (1, tl.int1, None, 1024), (3, tl.int8, None, 3072), (1, tl.int1, tl.int1, 0)], ids=str)
+def test_a_reduction_of_a_full_tile_is_computed_in_closed_form(init, in_dtype, out_dtype, want, tmp_path):
+    """IREE folds a uniform tile into the reduction's body as a value defined outside it, and
+    MLIR's linalg vectorizer then drops the reduction of that value over the vectorized part of
+    the dim: on an H200 the sum of a 32 x 32 tl.full of ones came out 256. On CUDA such a sum is
+    n * k, with no reduction left; the CPU keeps its reduction."""
+    consts = {"INIT": init, "IN_DTYPE": in_dtype, "OUT_DTYPE": out_dtype}
+    text = _module(_sum_full_kernel, {"out_ptr": "*i32:16"}, consts, 4)
+    assert '"reduction"' not in text and "arith.muli" in text
+    ir = _llvm_ir(text, tmp_path)
+    assert (f"splat (i32 {want})" if want else "zeroinitializer") in ir and "shfl" not in ir
+    cpu = aot.compile_kernel(_sum_full_kernel, {"out_ptr": "*i32:16"}, consts, vmfb=False).module
+    assert '"reduction"' in cpu

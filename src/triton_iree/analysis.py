@@ -588,6 +588,42 @@ def uniform_scalar(v: t.Value) -> Optional[t.Value]:
     return None
 
 
+def uniform_tile(v: t.Value) -> bool:
+    """Every element of `v` is evidently the same scalar: constants and splats, seen through
+    shape ops and elementwise ops of such tiles and scalars."""
+    op = v.owner
+    if not v.is_tile or isinstance(op, (t.Constant, t.Splat)):
+        return True
+    if isinstance(op, (t.Broadcast, t.ExpandDims, t.Reshape, t.Trans)):
+        return uniform_tile(op.src)
+    return isinstance(op, t.Elementwise) and all(map(uniform_tile, op.args))
+
+
+# Single-op combiners (on the two block arguments) whose reduction of n copies of one value is
+# computed in closed form (`closed_form_reduce`).
+CLOSED_FORM_COMBINERS = frozenset({
+    "arith.addi", "arith.addf", "arith.muli", "arith.mulf", "arith.xori", "arith.andi", "arith.ori",
+    "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui",
+    "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf"})
+
+
+def closed_form_reduce(op: t.Op) -> bool:
+    """A tt.reduce of a uniform tile (`uniform_tile`) with a single-op combiner of
+    CLOSED_FORM_COMBINERS: its result is computed from the scalar and the element count.
+    (IREE folds such a tile into the reduction's body, as a value defined outside it, and MLIR's
+    linalg vectorizer then drops the reduction of that value over the vectorized part of the
+    reduced dim: on CUDA, tl.sum(tl.full((32, 32), 1, tl.int32)) came out 256.)"""
+    if not isinstance(op, t.Reduce) or len(op.srcs) != 1:
+        return False
+    block = op.combiner
+    if len(block.args) != 2 or len(block.ops) != 1 or len(block.yields) != 1:
+        return False
+    c = block.ops[0]
+    return (isinstance(c, t.Elementwise) and c.opname in CLOSED_FORM_COMBINERS and block.yields[0] is c.result
+            and len(c.args) == 2 and set(map(id, c.args)) == set(map(id, block.args))
+            and uniform_tile(op.srcs[0]))
+
+
 def entry_values(kernel: t.Kernel) -> set[int]:
     """Ids of the scalars computable at program entry: scalar parameters, and pure scalar ops of
     the top-level block (constants, program ids, arithmetic) on such values."""

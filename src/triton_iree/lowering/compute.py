@@ -7,7 +7,7 @@ import re
 from typing import Optional
 
 from .. import tile as t
-from ..analysis import uniform_scalar
+from ..analysis import closed_form_reduce, uniform_scalar
 from ..errors import TYPE_NAMES, python_name, tile_op_name
 from .values import (_BF16_EXACT, _CASTS, _CHEAP_OPS, _INT_DIVS, EmitterBase, _Body, _bytes, _Tensor,
                      literal)
@@ -38,6 +38,21 @@ def _combiner_identity(block: t.Block) -> Optional[tuple[str, object]]:
         ident = bool(ident & 1)
     return op.opname, ident
 
+
+
+def _distributed_flip(opname: str, dtype: str) -> Optional[tuple[str, int, int]]:
+    """(combining op, xor mask, its identity) computing a signed max / min or an and of integers
+    under IREE's vector distribution (see `ComputeEmitter._reduce`), or None."""
+    bits = t.bitwidth(dtype) if dtype in t.INT_TYPES else 64
+    if bits >= 64:
+        return None
+    if opname in ("arith.maxsi", "arith.minsi"):
+        kind = "arith.maxui" if opname == "arith.maxsi" else "arith.minui"
+        ident = 0 if kind == "arith.maxui" else -1
+        return kind, -(1 << (bits - 1)), (bool(ident) if dtype == "i1" else ident)
+    if opname == "arith.andi" and bits > 1:
+        return "arith.ori", -1, 0
+    return None
 
 
 # LLVM turns scalar f16 maxnum / minnum (also f32 ones of extended f16 values: it narrows them)
@@ -387,6 +402,9 @@ class ComputeEmitter(EmitterBase):
         return r
 
     def _reduce(self, op: t.Reduce) -> None:
+        if self.llvmgpu and closed_form_reduce(op):
+            self._closed_form(op)
+            return
         src0 = op.srcs[0]
         shape = src0.shape
         rank = len(shape)
@@ -394,6 +412,39 @@ class ComputeEmitter(EmitterBase):
         rshape = tuple(n for i, n in enumerate(shape) if i != axis)
         out_types = [t.TileType(rshape, s.dtype) if rshape else t.TileType((), s.dtype) for s in op.srcs]
         known = _combiner_identity(op.combiner)
+        flip = None
+        if known is not None and self.llvmgpu and self.gpu_whole_reductions:
+            flip = _distributed_flip(known[0], src0.dtype)
+        if flip is not None:
+            # IREE's vector distribution starts each thread's part of a reduction from its own
+            # identity of the combining kind, wrong for signed max / min and bitwise and of
+            # integers narrower than 64 bits (0 for maxsi, -1 for minsi, 1 for andi: on CUDA the
+            # max of a block of negative int32 came out 0). Reduce the values with their sign
+            # bit (all bits, for and) flipped with maxui / minui / ori, whose identities are
+            # right, and flip the result back.
+            kind, mask, ident = flip
+            dtype = src0.dtype
+            c = self.const(mask, dtype)
+            inits = [self._fill(self.const(ident, dtype), out_types[0])]
+            body = _Body(rank)
+            x = self._elem(body, src0, tuple(range(rank)))
+            xf, acc, y = self.fresh("flip"), self.fresh("acc"), self.fresh("v")
+            body.lines.append(f"{xf} = arith.xori {x}, {c} : {dtype}")
+            body.lines.append(f"{y} = {kind} {acc}, {xf} : {dtype}")
+            body.memo["__outs__"] = [acc]
+            out_map = self._map(rank, [f"d{i}" for i in range(rank) if i != axis])
+            its = ["reduction" if i == axis else "parallel" for i in range(rank)]
+            red = self.fresh("red")
+            self._write_generic(red, body, [out_map], its, inits, [out_types[0].mlir()], [dtype], [y], shape)
+            res = op.results[0]
+            if res.is_tile:
+                self._bind_reduce_results(op, [self._flip_back(red, out_types[0], c)], out_types)
+            else:
+                x, f = self.fresh("x"), self.fresh("v")
+                self.w(f"{x} = tensor.extract {red}[] : {out_types[0].mlir()}")
+                self.w(f"{f} = arith.xori {x}, {c} : {dtype}")
+                self.bind(("s", res.id), f)
+            return
         if known is not None:
             inits = [self._fill(self.const(known[1], s.dtype), ty) for s, ty in zip(op.srcs, out_types)]
             body = _Body(rank)
@@ -444,6 +495,82 @@ class ComputeEmitter(EmitterBase):
                             [s.dtype for s in op.srcs], ys, loops_shape)
         names = [out] if len(op.srcs) == 1 else [f"{out}#{i}" for i in range(len(op.srcs))]
         self._bind_reduce_results(op, names, out_types)
+
+    def _flip_back(self, red: str, ty: t.TileType, c: str) -> str:
+        """`red` (a reduction's result tensor) with every element xor-ed with scalar `c`."""
+        rank = len(ty.shape)
+        body = _Body(rank)
+        ident = self._map(rank, [f"d{i}" for i in range(rank)])
+        arg, f = self.fresh("in"), self.fresh("v")
+        body.ins.append((red, ty.mlir(), ident, arg, ty.dtype))
+        body.lines.append(f"{f} = arith.xori {arg}, {c} : {ty.dtype}")
+        out = self.fresh("g")
+        self._write_generic(out, body, [ident], ["parallel"] * rank, [self._empty(ty.mlir())], [ty.mlir()],
+                            [ty.dtype], [f], ty.shape)
+        return out
+
+    def _uniform_value(self, v: t.Value) -> str:
+        """The scalar every element of `v` equals (`analysis.uniform_tile`), emitted here."""
+        op = v.owner
+        if not v.is_tile:
+            return self.scalar(v)
+        if isinstance(op, t.Constant):
+            return self.const(op.value, v.dtype)
+        if isinstance(op, t.Splat):
+            return self.scalar(op.src)
+        if isinstance(op, (t.Broadcast, t.ExpandDims, t.Reshape, t.Trans)):
+            return self._uniform_value(op.src)
+        return self._elementwise(op, [self._uniform_value(a) for a in op.args], self.w)
+
+    def _closed_form(self, op: t.Reduce) -> None:
+        """A reduction of a uniform tile (`analysis.closed_form_reduce`), on CUDA and HIP: its
+        n elements all equal k, so the sum is n * k (wrapping in integers, n * k rounded once
+        in floats: an f16 / bf16 k is multiplied in f32), the product k ** n (by squaring),
+        the xor k or 0 as n is odd or even, every other combiner (max, min, and, or) k."""
+        src, res = op.srcs[0], op.results[0]
+        name = op.combiner.ops[0].opname
+        dtype, n = src.dtype, src.shape[op.axis]
+        k = self._uniform_value(src)
+        wide = "f32" if dtype in ("f16", "bf16") else dtype
+        if name in ("arith.addf", "arith.mulf") and wide != dtype:
+            kw = self.fresh("v")
+            self.w(f"{kw} = arith.extf {k} : {dtype} to f32")
+            k = kw
+
+        def binop(opname: str, a: str, b: str) -> str:
+            r = self.fresh("v")
+            self.w(f"{r} = {opname} {a}, {b} : {wide}")
+            return r
+
+        if name == "arith.addi":
+            bits = t.bitwidth(dtype)
+            m = n % (1 << bits)
+            if bits > 1 and m >= 1 << (bits - 1):
+                m -= 1 << bits
+            r = binop("arith.muli", k, self.const(m, dtype))
+        elif name == "arith.addf":
+            r = binop("arith.mulf", k, self.const(float(n), wide))
+        elif name in ("arith.muli", "arith.mulf"):
+            r, base, e = None, k, n
+            while e:
+                if e & 1:
+                    r = base if r is None else binop(name, r, base)
+                e >>= 1
+                if e:
+                    base = binop(name, base, base)
+        elif name == "arith.xori":
+            r = k if n % 2 else self.const(0, dtype)
+        else:
+            r = k
+        if wide != dtype and name in ("arith.addf", "arith.mulf"):
+            rn = self.fresh("v")
+            self.w(f"{rn} = arith.truncf {r} : f32 to {dtype}")
+            r = rn
+        if res.is_tile:
+            ty = t.TileType(res.shape, dtype)
+            self.bind(("t", res.id), _Tensor(self._fill(r, ty), tuple(range(len(res.shape))), ty.mlir()))
+        else:
+            self.bind(("s", res.id), r)
 
     def _bind_reduce_results(self, op: t.Reduce, names: list[str], out_types: list[t.TileType]) -> None:
         for r, name, ty in zip(op.results, names, out_types):

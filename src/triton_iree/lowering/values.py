@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import tile as t
-from ..analysis import Carried, Cond, Facts, Poly
+from ..analysis import Carried, Cond, Facts, Poly, closed_form_reduce
 from ..errors import UnsupportedError
 from ..memory_order import snapshot_loads
 from .options import EmitOptions
@@ -131,8 +131,11 @@ class EmitterBase():
         gpu = options.gpu_tiling
         self.llvmgpu = gpu is not None and not gpu.spirv
         self.spirv = gpu is not None and gpu.spirv
+        # (On CUDA and HIP a reduction of a uniform tile is computed in closed form, no linalg
+        # op: `ComputeEmitter._closed_form`.)
         self.gpu_whole_reductions = gpu is not None and any(
-            isinstance(op, t.Reduce) and op.to_scalar for op in kernel.walk())
+            isinstance(op, t.Reduce) and op.to_scalar and not (self.llvmgpu and closed_form_reduce(op))
+            for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
         # A tl.dot program on tensor cores (`GpuTiling.mma_program`): {id(dot): its plan}.
         self.gpu_mma = gpu.mma_program(kernel) if self.llvmgpu else None

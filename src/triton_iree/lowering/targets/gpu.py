@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ... import tile as t
+from ...analysis import closed_form_reduce
 from ..options import EmitOptions
 
 # Elements a thread of a row program reads at once (16 bytes of f32), as in Triton's layouts.
@@ -127,7 +128,7 @@ class GpuTiling:
             return None
         lengths, reduces = set(), False
         for op in kernel.walk():
-            reduces |= isinstance(op, t.Reduce) and op.to_scalar
+            reduces |= isinstance(op, t.Reduce) and op.to_scalar and not closed_form_reduce(op)
             lengths.update(r.shape for r in op.results if r.is_tile)
         if not reduces or len(lengths) != 1:
             return None
