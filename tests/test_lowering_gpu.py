@@ -29,6 +29,8 @@ def _llvm_ir(text, tmp_path) -> str:
                         f"--iree-hal-dump-executable-intermediates-to={dump}"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+    # IREE warns where a thread tile splits a reduction loop: threads then race on the outputs.
+    assert "tiling is not thread safe" not in r.stderr, r.stderr[-3000:]
     irs = list(dump.glob("*.optimized.ll"))
     assert len(irs) == 1, irs
     return irs[0].read_text()
@@ -247,3 +249,43 @@ def test_a_sort_refused_for_its_2d_gathers_is_named_as_the_users_sort():
         aot.compile_kernel(_sort_rows_kernel, sig, {"M": 4, "N": 32}, target="cuda", arch="sm_80", vmfb=False)
     line = next(i for i, ln in enumerate(open(__file__), 1) if "tl.sort(tl.load(x_ptr + offs), dim=1)" in ln)
     assert "tl.sort (its tl.gather of 2-D tiles)" in str(e.value) and f"test_lowering_gpu.py:{line}:" in str(e.value)
+
+
+@triton.jit
+def _column_sums_kernel(x_ptr, out_ptr, rows, cols, R: tl.constexpr, C: tl.constexpr):
+    r, c = tl.arange(0, R)[:, None], tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + r * cols + c, mask=(r < rows) & (c < cols), other=0.0)
+    tl.store(out_ptr + c, tl.sum(x, axis=0, keep_dims=True), mask=c < cols)
+
+
+@triton.jit
+def _middle_sums_kernel(x_ptr, out_ptr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr):
+    a, b = tl.arange(0, A)[:, None, None], tl.arange(0, B)[None, :, None]
+    c = tl.arange(0, C)[None, None, :]
+    z = tl.sum(tl.load(x_ptr + (a * B + b) * C + c), axis=1)
+    tl.store(out_ptr + tl.arange(0, A)[:, None] * C + tl.arange(0, C)[None, :], z)
+
+
+def test_a_reduction_along_a_leading_axis_has_its_reduction_loop_innermost(tmp_path):
+    """IREE makes a reduction's loop innermost by interchanging the generic's loops but keeps its
+    lowering_config, whose thread tiles then split the rows over threads writing the same
+    outputs (tl.sum(axis=0) of an 8 x 32 tile came out as its first row on an H200). The emitted
+    generic has the reduction loop innermost already; each thread then combines a whole column.
+    The CPU keeps the tile's order."""
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "rows": "i32", "cols": "i32"}
+    text = _module(_column_sums_kernel, sig, {"R": 8, "C": 32}, 4)
+    red, = [ln for ln in text.splitlines() if '"reduction"' in ln]
+    assert 'iterator_types = ["parallel", "reduction"]' in red
+    assert "thread = [1, 0], reduction = [0, 1]" in red
+    assert "affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0)>" in red
+    ir = _llvm_ir(text, tmp_path)
+    # One thread per column adds up its 8 rows: 7 scalar adds, no loop of adds over the columns.
+    assert ir.count("fadd float") == 7 and "fadd <" not in ir
+    text = _module(_middle_sums_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, {"A": 4, "B": 8, "C": 16}, 4)
+    red, = [ln for ln in text.splitlines() if '"reduction"' in ln]
+    assert 'iterator_types = ["parallel", "parallel", "reduction"]' in red
+    assert "affine_map<(d0, d1, d2) -> (d0, d2, d1)>" in red
+    (tmp_path / "3d").mkdir()
+    _llvm_ir(text, tmp_path / "3d")
+    cpu = aot.compile_kernel(_column_sums_kernel, sig, {"R": 8, "C": 32}, vmfb=False).module
+    assert 'iterator_types = ["reduction", "parallel"]' in cpu
