@@ -289,3 +289,23 @@ def test_a_reduction_along_a_leading_axis_has_its_reduction_loop_innermost(tmp_p
     _llvm_ir(text, tmp_path / "3d")
     cpu = aot.compile_kernel(_column_sums_kernel, sig, {"R": 8, "C": 32}, vmfb=False).module
     assert 'iterator_types = ["reduction", "parallel"]' in cpu
+
+
+@triton.jit
+def _double_tile_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+
+@pytest.mark.parametrize("fn", [_double_tile_kernel, _middle_sums_kernel])
+def test_an_unmasked_tile_of_rows_is_shared_by_the_threads(fn, tmp_path):
+    """An unmasked tile is loaded row by row; inserted into a tensor.empty, IREE gave each thread
+    its own stack copy of the tile with only its share of the loads in it, and the threads then
+    read each other's shares from their own stacks (uninitialized). Inserted into a fill, the tile
+    is in workgroup memory, written by all threads and read after a barrier."""
+    consts = {"R": 8, "C": 32} if fn is _double_tile_kernel else {"A": 4, "B": 8, "C": 16}
+    text = _module(fn, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, consts, 4)
+    rows = re.findall(r"scf\.for [^\n]*iter_args\(%\w+ = (%\w+)\)", text)
+    assert rows and re.search(rf"{rows[0]} = linalg\.fill ", text)   # the outermost row loop
+    ir = _llvm_ir(text, tmp_path)
+    assert _stack_arrays(ir) == [] and "addrspace(3)" in ir and "llvm.nvvm.barrier" in ir
