@@ -29,6 +29,8 @@ def _llvm_ir(text, tmp_path) -> str:
                         f"--iree-hal-dump-executable-intermediates-to={dump}"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+    # IREE warns where a thread tile splits a reduction loop: threads then race on the outputs.
+    assert "tiling is not thread safe" not in r.stderr, r.stderr[-3000:]
     irs = list(dump.glob("*.optimized.ll"))
     assert len(irs) == 1, irs
     return irs[0].read_text()
@@ -320,3 +322,64 @@ def test_a_reduction_of_a_full_tile_is_computed_in_closed_form(init, in_dtype, o
     assert (f"splat (i32 {want})" if want else "zeroinitializer") in ir and "shfl" not in ir
     cpu = aot.compile_kernel(_sum_full_kernel, {"out_ptr": "*i32:16"}, consts, vmfb=False).module
     assert '"reduction"' in cpu
+
+
+@triton.jit
+def _column_sums_kernel(x_ptr, out_ptr, rows, cols, R: tl.constexpr, C: tl.constexpr):
+    r, c = tl.arange(0, R)[:, None], tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + r * cols + c, mask=(r < rows) & (c < cols), other=0.0)
+    tl.store(out_ptr + c, tl.sum(x, axis=0, keep_dims=True), mask=c < cols)
+
+
+@triton.jit
+def _middle_sums_kernel(x_ptr, out_ptr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr):
+    a, b = tl.arange(0, A)[:, None, None], tl.arange(0, B)[None, :, None]
+    c = tl.arange(0, C)[None, None, :]
+    z = tl.sum(tl.load(x_ptr + (a * B + b) * C + c), axis=1)
+    tl.store(out_ptr + tl.arange(0, A)[:, None] * C + tl.arange(0, C)[None, :], z)
+
+
+def test_a_reduction_along_a_leading_axis_has_its_reduction_loop_innermost(tmp_path):
+    """IREE makes a reduction's loop innermost by interchanging the generic's loops but keeps its
+    lowering_config, whose thread tiles then split the rows over threads writing the same
+    outputs (tl.sum(axis=0) of an 8 x 32 tile came out as its first row on an H200). The emitted
+    generic has the reduction loop innermost already; each thread then combines a whole column.
+    The CPU keeps the tile's order."""
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "rows": "i32", "cols": "i32"}
+    text = _module(_column_sums_kernel, sig, {"R": 8, "C": 32}, 4)
+    red, = [ln for ln in text.splitlines() if '"reduction"' in ln]
+    assert 'iterator_types = ["parallel", "reduction"]' in red
+    assert "thread = [1, 0], reduction = [0, 1]" in red
+    assert "affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0)>" in red
+    ir = _llvm_ir(text, tmp_path)
+    # One thread per column adds up its 8 rows: 7 scalar adds, no loop of adds over the columns.
+    adds = re.findall(r"fadd (float|<\d+ x float>)", ir)
+    assert adds == ["float"] * 7 or adds == ["<1 x float>"] * 7, adds
+    text = _module(_middle_sums_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, {"A": 4, "B": 8, "C": 16}, 4)
+    red, = [ln for ln in text.splitlines() if '"reduction"' in ln]
+    assert 'iterator_types = ["parallel", "parallel", "reduction"]' in red
+    assert "affine_map<(d0, d1, d2) -> (d0, d2, d1)>" in red
+    (tmp_path / "3d").mkdir()
+    _llvm_ir(text, tmp_path / "3d")
+    cpu = aot.compile_kernel(_column_sums_kernel, sig, {"R": 8, "C": 32}, vmfb=False).module
+    assert 'iterator_types = ["reduction", "parallel"]' in cpu
+
+
+@triton.jit
+def _double_tile_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 2)
+
+
+@pytest.mark.parametrize("fn", [_double_tile_kernel, _middle_sums_kernel])
+def test_an_unmasked_tile_of_rows_is_shared_by_the_threads(fn, tmp_path):
+    """An unmasked tile is loaded row by row; inserted into a tensor.empty, IREE gave each thread
+    its own stack copy of the tile with only its share of the loads in it, and the threads then
+    read each other's shares from their own stacks (uninitialized). Inserted into a fill, the tile
+    is in workgroup memory, written by all threads and read after a barrier."""
+    consts = {"R": 8, "C": 32} if fn is _double_tile_kernel else {"A": 4, "B": 8, "C": 16}
+    text = _module(fn, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, consts, 4)
+    rows = re.findall(r"scf\.for [^\n]*iter_args\(%\w+ = (%\w+)\)", text)
+    assert rows and re.search(rf"{rows[0]} = linalg\.fill ", text)   # the outermost row loop
+    ir = _llvm_ir(text, tmp_path)
+    assert _stack_arrays(ir) == [] and "addrspace(3)" in ir and "llvm.nvvm.barrier" in ir

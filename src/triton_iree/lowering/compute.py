@@ -402,6 +402,12 @@ class ComputeEmitter(EmitterBase):
         return r
 
     def _reduce(self, op: t.Reduce) -> None:
+        """A linalg.generic reducing `op.axis`. On GPUs its loops are ordered with the reduction
+        loop innermost (the tile's other dims in order, then the axis): IREE's dispatch creation
+        interchanges the loops of a reduction whose reduction loop is not innermost
+        (TransposeGenericOps) but leaves the op's lowering_config as it was, so the root's thread
+        tiles then split the reduction loop over threads that each write the same outputs (a race:
+        axis-0 sums of a 2-D tile came out as one row's). The CPU keeps the tile's own order."""
         if self.llvmgpu and closed_form_reduce(op):
             self._closed_form(op)
             return
@@ -409,6 +415,12 @@ class ComputeEmitter(EmitterBase):
         shape = src0.shape
         rank = len(shape)
         axis = op.axis
+        # Loop j iterates the tile's dim order[j]; view[d] is the loop of the tile's dim d.
+        if self.options.gpu_tiling is not None:
+            order = [i for i in range(rank) if i != axis] + [axis]
+        else:
+            order = list(range(rank))
+        view = tuple(order.index(d) for d in range(rank))
         rshape = tuple(n for i, n in enumerate(shape) if i != axis)
         out_types = [t.TileType(rshape, s.dtype) if rshape else t.TileType((), s.dtype) for s in op.srcs]
         known = _combiner_identity(op.combiner)
@@ -448,8 +460,8 @@ class ComputeEmitter(EmitterBase):
         if known is not None:
             inits = [self._fill(self.const(known[1], s.dtype), ty) for s, ty in zip(op.srcs, out_types)]
             body = _Body(rank)
-            xs = [self._elem(body, s, tuple(range(rank))) for s in op.srcs]
-            loops_shape = shape
+            xs = [self._elem(body, s, view) for s in op.srcs]
+            loops_shape = tuple(shape[d] for d in order)
         else:
             # No known identity: start from element 0 along the axis, combine the rest.
             srcs = [self.tensor(s) for s in op.srcs]
@@ -482,14 +494,14 @@ class ComputeEmitter(EmitterBase):
             xs = []
             for rest, rty in rests:
                 arg = self.fresh("in")
-                body.ins.append((rest, rty.mlir(), self._map(rank, [f"d{i}" for i in range(rank)]), arg, rty.dtype))
+                body.ins.append((rest, rty.mlir(), self._map(rank, [f"d{view[i]}" for i in range(rank)]), arg, rty.dtype))
                 xs.append(arg)
-            loops_shape = rests[0][1].shape
+            loops_shape = tuple(rests[0][1].shape[d] for d in order)
         accs = [self.fresh("acc") for _ in op.srcs]
         body.memo["__outs__"] = accs
         ys = self._combine(body, op.combiner, accs, xs)
-        out_map = self._map(rank, [f"d{i}" for i in range(rank) if i != axis])
-        its = ["reduction" if i == axis else "parallel" for i in range(rank)]
+        out_map = self._map(rank, [f"d{view[i]}" for i in range(rank) if i != axis])
+        its = ["reduction" if order[j] == axis else "parallel" for j in range(rank)]
         out = self.fresh("red")
         self._write_generic(out, body, [out_map] * len(op.srcs), its, inits, [ty.mlir() for ty in out_types],
                             [s.dtype for s in op.srcs], ys, loops_shape)

@@ -402,7 +402,11 @@ class MemoryEmitter(EmitterBase):
         if ranges is None:
             init = None
             if outer:
-                init = self._empty(rty.mlir())
+                # LLVMGPU: rows inserted into a tensor.empty are loaded into each thread's own
+                # stack, each thread its share of the rows' elements, and the ops that read the
+                # tile read other threads' shares from their own stacks (an unmasked 8 x 32 tile
+                # summed or doubled); inserted into a fill, the tile is in workgroup memory.
+                init = self._fill(other, rty) if self.llvmgpu else self._empty(rty.mlir())
         elif init is None and not padded:
             init = self._fill(other, rty)
         if not outer:
