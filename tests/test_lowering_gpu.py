@@ -247,3 +247,51 @@ def test_a_sort_refused_for_its_2d_gathers_is_named_as_the_users_sort():
         aot.compile_kernel(_sort_rows_kernel, sig, {"M": 4, "N": 32}, target="cuda", arch="sm_80", vmfb=False)
     line = next(i for i, ln in enumerate(open(__file__), 1) if "tl.sort(tl.load(x_ptr + offs), dim=1)" in ln)
     assert "tl.sort (its tl.gather of 2-D tiles)" in str(e.value) and f"test_lowering_gpu.py:{line}:" in str(e.value)
+
+
+@triton.jit
+def _dot_in_place_kernel(z_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)[:, None] * N + tl.arange(0, N)[None, :]
+    z = tl.load(z_ptr + offs)
+    tl.store(z_ptr + offs, tl.dot(z, z))
+
+
+@triton.jit
+def _halve_negatives(x):
+    if x > 0:
+        r = x
+    else:
+        r = 0.5 * x
+    return r
+
+
+@triton.jit
+def _shifted_map_kernel(p, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(p + offs, mask=offs < n, other=0)
+    tl.store(p + n + offs, tl.map_elementwise(_halve_negatives, x), mask=offs < n)
+
+
+@pytest.mark.parametrize("fn, sig, consts", [
+    (_dot_in_place_kernel, {"z_ptr": "*fp32:16"}, {"N": 16}),
+    (_shifted_map_kernel, {"p": "*fp32:16", "n": "i32"}, {"BLOCK": 64})])
+def test_snapshots_live_in_workgroup_memory(fn, sig, consts, tmp_path):
+    """A load that a later store to its buffer may overwrite is copied where it runs (a snapshot,
+    `memory_order`). IREE's TileAndFuse pipeline put such an allocation in each thread's private
+    memory and spread the copy into it over the threads: each thread filled a quarter of its own
+    copy or less and read the rest uninitialized (replayed on an H200: all 256 elements of the dot
+    wrong; all but the first of a 1-D tile through tl.map_elementwise, which a launch whose
+    pointers share memory snapshots). In workgroup memory the threads fill one copy, then meet
+    at a barrier."""
+    text = _module(fn, sig, consts, 4)
+    allocs = re.findall(r"bufferization\.alloc_tensor\(\).*", text)
+    assert any(" copy(" in a for a in allocs)
+    assert all("<{memory_space = #gpu.address_space<workgroup>}>" in a for a in allocs), allocs
+    ir = _llvm_ir(text, tmp_path)
+    assert re.search(r"store <4 x float> %\w+, ptr addrspace\(3\)", ir)    # the copy, 4 elements a thread
+    assert "@llvm.nvvm.barrier" in ir
+    assert re.search(r"load float, ptr addrspace\(3\)", ir)                # the consumers read it there
+    if fn is _dot_in_place_kernel:
+        assert _stack_arrays(ir) == []    # no thread-private copy of the tile (was two of 256 floats)
+    cpu = aot.compile_kernel(fn, sig, consts, target="llvm-cpu", vmfb=False).module
+    assert "bufferization.alloc_tensor() copy(" in cpu and "memory_space" not in cpu
