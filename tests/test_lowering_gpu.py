@@ -383,3 +383,51 @@ def test_an_unmasked_tile_of_rows_is_shared_by_the_threads(fn, tmp_path):
     assert rows and re.search(rf"{rows[0]} = linalg\.fill ", text)   # the outermost row loop
     ir = _llvm_ir(text, tmp_path)
     assert _stack_arrays(ir) == [] and "addrspace(3)" in ir and "llvm.nvvm.barrier" in ir
+
+
+@triton.jit
+def _dot_in_place_kernel(z_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)[:, None] * N + tl.arange(0, N)[None, :]
+    z = tl.load(z_ptr + offs)
+    tl.store(z_ptr + offs, tl.dot(z, z))
+
+
+@triton.jit
+def _halve_negatives(x):
+    if x > 0:
+        r = x
+    else:
+        r = 0.5 * x
+    return r
+
+
+@triton.jit
+def _shifted_map_kernel(p, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(p + offs, mask=offs < n, other=0)
+    tl.store(p + n + offs, tl.map_elementwise(_halve_negatives, x), mask=offs < n)
+
+
+@pytest.mark.parametrize("fn, sig, consts", [
+    (_dot_in_place_kernel, {"z_ptr": "*fp32:16"}, {"N": 16}),
+    (_shifted_map_kernel, {"p": "*fp32:16", "n": "i32"}, {"BLOCK": 64})])
+def test_snapshots_live_in_workgroup_memory(fn, sig, consts, tmp_path):
+    """A load that a later store to its buffer may overwrite is copied where it runs (a snapshot,
+    `memory_order`). IREE's TileAndFuse pipeline put such an allocation in each thread's private
+    memory and spread the copy into it over the threads: each thread filled a quarter of its own
+    copy or less and read the rest uninitialized (replayed on an H200: all 256 elements of the dot
+    wrong; all but the first of a 1-D tile through tl.map_elementwise, which a launch whose
+    pointers share memory snapshots). In workgroup memory the threads fill one copy, then meet
+    at a barrier."""
+    text = _module(fn, sig, consts, 4)
+    allocs = re.findall(r"bufferization\.alloc_tensor\(\).*", text)
+    assert any(" copy(" in a for a in allocs)
+    assert all("<{memory_space = #gpu.address_space<workgroup>}>" in a for a in allocs), allocs
+    ir = _llvm_ir(text, tmp_path)
+    assert re.search(r"store <4 x float> %\w+, ptr addrspace\(3\)", ir)    # the copy, 4 elements a thread
+    assert "@llvm.nvvm.barrier" in ir
+    assert re.search(r"load float, ptr addrspace\(3\)", ir)                # the consumers read it there
+    if fn is _dot_in_place_kernel:
+        assert _stack_arrays(ir) == []    # no thread-private copy of the tile (was two of 256 floats)
+    cpu = aot.compile_kernel(fn, sig, consts, target="llvm-cpu", vmfb=False).module
+    assert "bufferization.alloc_tensor() copy(" in cpu and "memory_space" not in cpu

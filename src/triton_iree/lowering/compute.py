@@ -185,7 +185,7 @@ class ComputeEmitter(EmitterBase):
         """A new tile to write into. While a snapshot load is emitted, a fresh allocation: then
         IREE cannot merge the load's ops with identical ones from before a store."""
         e = self.fresh("e")
-        self.w(f"{e} = bufferization.alloc_tensor() : {ty}" if self.snapshotting else f"{e} = tensor.empty() : {ty}")
+        self.w(f"{e} = bufferization.alloc_tensor(){self.alloc_space} : {ty}" if self.snapshotting else f"{e} = tensor.empty() : {ty}")
         return e
 
     def _fill(self, scalar: str, ty: t.TileType) -> str:

@@ -15,7 +15,7 @@ class MemoryEmitter(EmitterBase):
 
     def _copy(self, name: str, ty: str) -> str:
         c = self.fresh("snap")
-        self.w(f"{c} = bufferization.alloc_tensor() copy({name}) : {ty}")
+        self.w(f"{c} = bufferization.alloc_tensor() copy({name}){self.alloc_space} : {ty}")
         return c
 
     def _full_buffer(self, p: t.Param) -> str:

@@ -184,6 +184,21 @@ class EmitterBase():
     def err(self, msg: str, op: t.Op | None = None) -> UnsupportedError:
         return UnsupportedError(msg, kernel=self.k.name, loc=getattr(op, "loc", "") or None)
 
+    @property
+    def alloc_space(self) -> str:
+        """The memory space of the allocations the emitter makes (snapshots, and the tiles a
+        snapshot load writes into: `bufferization.alloc_tensor`), written after the op's operands.
+
+        On LLVMGPU targets (CUDA, HIP), workgroup memory. IREE's TileAndFuse pipeline puts an
+        allocation it does not see used by a thread-distributed loop in each thread's private
+        memory, and then spreads every copy outside such a loop over the workgroup's threads
+        (GPUDistributeCopyUsingForall), whatever the copy's memory spaces: each thread filled only
+        its part of its own private copy, and read the rest uninitialized (a snapshot computed one
+        element in 4 of a 1-D tile right; a tile gathered row by row, most of a tl.dot's operand
+        wrong). In workgroup memory the threads fill one copy together, and IREE puts a barrier
+        after the distributed copy before any thread reads it."""
+        return " <{memory_space = #gpu.address_space<workgroup>}>" if self.llvmgpu else ""
+
     def gpu_refused(self, construct: str, op: t.Op | None = None, loc: Optional[str] = None) -> UnsupportedError:
         """A construct refused on LLVMGPU targets: replayed on an H200, IREE's CUDA code
         generation computed wrong answers for it (scans; tl.topk; tl.gather of 2-D tiles)."""
