@@ -128,7 +128,12 @@ class ModuleEmitter(EmitterBase):
                 root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].kind == "matmul",
                                                       1 not in ops[i].loops, ops[i].heat(), -i))
             else:
-                root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].heat(), -i))
+                # Of equally hot ops the last: IREE's TileAndFuse fuses the root's producers
+                # into its loop over the threads, but not always its consumers (a store's copy
+                # after a chain of elementwise ops with several uses, as in f64 math, fp8 casts and
+                # 1-D sorts, was left outside: 'memref.copy' op write affecting operations on
+                # global resources are restricted to workgroup distributed contexts).
+                root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].heat(), i))
                 copies = [i for i in candidates if i > root and ops[i].kind == "copy"]
                 if "reduction" in ops[root].iterators and ops[root].kind == "generic" and copies:
                     # A reduction along some dims of a tile, stored: the store's copy is the root
