@@ -90,7 +90,9 @@ class ControlEmitter(EmitterBase):
             inits = self._loop(op, lb, mid, keep, offsets, as_tensor, inits, types)
             self.assume_full = saved
             lb = mid
-        names = self._loop(op, lb, ub, keep, offsets, as_tensor, inits, types)
+        # No masked iterations where the dispatch runs only programs without them (`_parts`).
+        names = inits if peel is not None and self.skip_tails else \
+            self._loop(op, lb, ub, keep, offsets, as_tensor, inits, types)
         for j, n in zip(keep, names):
             if j in as_tensor:
                 self.bind(("t", op.results[j].id), _Tensor(n, tuple(range(len(op.results[j].shape))),

@@ -72,6 +72,7 @@ class _LinalgOp:
     full: bool                     # in the full-tile version of the program
     math: bool = False             # its body calls math functions or divides
     mma: Optional[tuple] = None    # on tensor cores: (instruction, subgroup basis, operands staged)
+    dispatch: int = 0              # which of the kernel's dispatches (see `ModuleEmitter._parts`)
 
     def heat(self) -> tuple:
         n = 1
@@ -111,6 +112,9 @@ class EmitterBase():
         self._use_counts = self._count_uses()
         self._uses = t.uses(kernel)
         self.assume_full: set[int] = set()      # accesses emitted unmasked here
+        self.part: Optional[str] = None         # which dispatch of the kernel (see `ModuleEmitter._parts`)
+        self.part_index = 0
+        self.skip_tails = False                 # peeled loops' masked iterations are known empty
         self.full_version = False               # emitting the full-tile version of the program
         self.slab_ok: set[int] = set()          # loads whose slab conditions the version checks
         self.slab_able: dict[int, tuple[int, int]] = {}   # id(load) -> (outer, inner) dims
