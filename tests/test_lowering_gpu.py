@@ -479,3 +479,27 @@ def test_a_chain_of_elementwise_ops_is_fused_into_the_stores_copy(tmp_path):
     assert len(re.findall(r"= linalg\.generic", text)) > 10
     assert re.findall(r"= (linalg\.\w+) \{compilation_info", text) == ["linalg.copy"]
     assert _stack_arrays(_llvm_ir(text, tmp_path)) == []
+
+
+@triton.jit
+def _fp8_round_trip_kernel(x_ptr, e4_ptr, e5_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    e4, e5 = x.to(tl.float8e4nv), x.to(tl.float8e5, fp_downcast_rounding="rtz")
+    tl.store(e4_ptr + offs, e4)
+    tl.store(e5_ptr + offs, e5)
+    tl.store(out_ptr + offs, e4.to(tl.float32) + e5.to(tl.float32))
+
+
+def test_fp8_conversions_are_integer_bit_operations_on_cuda(tmp_path):
+    """IREE's CUDA codegen lowers neither arith.truncf to fp8 nor arith.extf from it: the
+    conversions are integer operations on the bytes, bitcast from and to fp8 (which LLVM sees
+    as i8); the CPU target keeps arith's conversions."""
+    sig = {"x_ptr": "*fp32", "e4_ptr": "*fp8e4nv", "e5_ptr": "*fp8e5", "out_ptr": "*fp32"}
+    text = _module(_fp8_round_trip_kernel, sig, {"BLOCK": 128}, 4)
+    assert not re.search(r"arith\.(truncf|extf) [^\n]*f8E", text)
+    assert re.search(r"arith\.bitcast [^\n]*: i8 to f8E4M3FN", text)
+    assert re.search(r"arith\.bitcast [^\n]*: f8E5M2 to i8", text)
+    _llvm_ir(text, tmp_path)
+    cpu = aot.compile_kernel(_fp8_round_trip_kernel, sig, {"BLOCK": 128}, vmfb=False).module
+    assert re.search(r"arith\.truncf [^\n]*f32 to f8E4M3FN", cpu) and re.search(r"arith\.extf [^\n]*f8E5M2", cpu)

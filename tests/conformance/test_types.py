@@ -233,3 +233,81 @@ def test_fp8_abs_of_every_value(dtype):
     z = torch.empty(256, dtype=dtype)
     abs_kernel[(1,)](bits.view(dtype), z, BLOCK=256)
     assert torch.equal(z.view(torch.uint8), bits & 0x7F)
+
+
+@triton.jit
+def cast_bits_kernel(x_ptr, y_ptr, n, DST: tl.constexpr, ROUNDING: tl.constexpr, BLOCK: tl.constexpr):
+    """cast_kernel, compiled with fp8 conversions as the integer bit operations of CUDA/HIP."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if ROUNDING == "":
+        y = x.to(DST)
+    else:
+        y = x.to(DST, fp_downcast_rounding=ROUNDING)
+    tl.store(y_ptr + offs, y, mask=m)
+
+
+@pytest.fixture
+def fp8_as_bits(monkeypatch):
+    """The CPU target emits fp8 conversions as CUDA/HIP codegen does (integer bit operations)."""
+    from triton_iree.lowering.compute import ComputeEmitter
+    monkeypatch.setattr(ComputeEmitter, "fp8_as_bits", property(lambda self: True))
+
+
+def _cast_bits(x, dst, rounding=""):
+    y = torch.empty(x.shape, dtype=dst)
+    dst_tl = FP8[dst][0] if dst in FP8 else TL[dst]
+    cast_bits_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), DST=dst_tl, ROUNDING=rounding, BLOCK=BLOCK)
+    return y
+
+
+@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.parametrize("fp8", list(FP8))
+def test_fp8_casts_as_integer_bit_operations(fp8, fp8_as_bits):
+    """The conversions CUDA/HIP codegen gets, run on the CPU: every fp8 value upcast exactly;
+    downcasts of ties, their neighbours, subnormals, random bit patterns, infinities and NaN
+    round to nearest even and saturate; toward zero too."""
+    x = _all_fp8(fp8)
+    for dst in (torch.float32, torch.float16, torch.bfloat16):
+        assert _same(_cast_bits(x, dst), x.to(dst))
+    top = FP8[fp8][1]
+    vals = x.float()
+    vals = vals[vals.isfinite()].unique()
+    mids = (vals[1:] + vals[:-1]) / 2
+    grid = torch.cat([vals, mids])
+    grid = torch.cat([grid, torch.nextafter(grid, torch.tensor(float("inf"))),
+                      torch.nextafter(grid, torch.tensor(float("-inf")))])
+    torch.manual_seed(0)
+    rand = torch.randint(-2 ** 31, 2 ** 31, (1 << 16,), dtype=torch.int64).to(torch.int32).view(torch.float32)
+    special = torch.tensor([float("inf"), -float("inf"), float("nan"), 0.0, -0.0, 1e-45, 3e38, -3e38])
+    x = torch.cat([grid, rand, special])
+    sat = x.clamp(-top, top)                     # Triton saturates; torch keeps NaN
+    y = _cast_bits(x, fp8)
+    assert _same(y, sat.to(fp8))
+    z = _cast_bits(x[x.isfinite()], fp8, "rtz")
+    torch.testing.assert_close(z.float(), _toward_zero(x[x.isfinite()], fp8), rtol=0, atol=0)
+    h = grid[grid.abs() <= top].to(torch.float16)
+    assert _same(_cast_bits(h, fp8), h.to(fp8))
+
+
+@pytest.mark.construct("tl.dot (fp8)")
+@pytest.mark.parametrize("fp8", list(FP8))
+def test_fp8_dot_operands_as_integer_bit_operations(fp8, fp8_as_bits):
+    a = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(fp8)
+    a = torch.where(a.float().isfinite(), a.float(), 0.0).to(fp8).reshape(16, 16)
+    b = torch.eye(16).to(fp8)
+    c = torch.empty(16, 16)
+    fp8_dot_bits_kernel[(1,)](a, b, c, 16, 16, 16, BM=16, BN=16, BK=16)
+    torch.testing.assert_close(c, a.float(), rtol=0, atol=0)
+
+
+@triton.jit
+def fp8_dot_bits_kernel(a_ptr, b_ptr, c_ptr, m, n, k, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """fp8_dot_kernel, compiled with fp8 conversions as the integer bit operations of CUDA/HIP."""
+    rm = tl.arange(0, BM)[:, None]
+    rn = tl.arange(0, BN)[None, :]
+    rk = tl.arange(0, BK)
+    a = tl.load(a_ptr + rm * k + rk[None, :], mask=(rm < m) & (rk[None, :] < k), other=0.0)
+    b = tl.load(b_ptr + rk[:, None] * n + rn, mask=(rk[:, None] < k) & (rn < n), other=0.0)
+    tl.store(c_ptr + rm * n + rn, tl.dot(a, b), mask=(rm < m) & (rn < n))

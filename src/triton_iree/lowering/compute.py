@@ -7,6 +7,7 @@ import re
 from typing import Optional
 
 from .. import tile as t
+from . import fp8_bits
 from ..analysis import closed_form_reduce, uniform_scalar
 from ..errors import TYPE_NAMES, python_name, tile_op_name
 from .values import (_BF16_EXACT, _CASTS, _CHEAP_OPS, _INT_DIVS, EmitterBase, _Body, _bytes, _Tensor,
@@ -81,6 +82,9 @@ class ComputeEmitter(EmitterBase):
             return self._select_max_min(op.opname, args, rdtype, out)
         if "bf16" in dtypes + [rdtype] and op.opname not in _BF16_EXACT:
             return self._bf16_elementwise(op, args, dtypes, out)
+        if self.fp8_as_bits and op.opname in ("arith.truncf", "arith.extf") and (rdtype in fp8_bits.FP8
+                                                                                or dtypes[0] in fp8_bits.FP8):
+            return self._fp8_convert(op.opname, args[0], dtypes[0], rdtype, out)
         return self._arith(op.opname, op.attrs, args, dtypes, rdtype, out)
 
     def _arith(self, name: str, attrs: dict, args: list[str], dtypes: list[str], rdtype: str, out) -> str:
@@ -113,6 +117,27 @@ class ComputeEmitter(EmitterBase):
         else:
             out(f"{r} = {name} {', '.join(args)} : {rdtype}")
         return r
+
+    @property
+    def fp8_as_bits(self) -> bool:
+        """fp8 conversions as integer bit operations (CUDA/HIP codegen; tests force it on CPUs)."""
+        return self.llvmgpu
+
+    def _fp8_convert(self, name: str, x: str, dtype: str, rdtype: str, out) -> str:
+        """f32 <-> fp8 on CUDA/HIP codegen, which lowers neither conversion: integer bit
+        operations on the fp8 bytes (bitcast from and to i8), with arith's semantics."""
+        if name == "arith.truncf":
+            if dtype != "f32":
+                raise self.err(f"truncf from {dtype} to {rdtype}: fp8 converts only from f32 here")
+            bits = fp8_bits.emit(fp8_bits.truncf_ops(rdtype), x, "f32", self.fresh, out)
+            r = self.fresh()
+            out(f"{r} = arith.bitcast {bits} : i8 to {rdtype}")
+            return r
+        if rdtype != "f32":
+            raise self.err(f"extf from {dtype} to {rdtype}: fp8 converts only to f32 here")
+        b = self.fresh()
+        out(f"{b} = arith.bitcast {x} : {dtype} to i8")
+        return fp8_bits.emit(fp8_bits.extf_ops(dtype), b, "i8", self.fresh, out)
 
     def _select_max_min(self, name: str, args: list[str], dtype: str, out) -> str:
         """maxnum / minnum as a if a >= b (<= b for min) or b is NaN, else b: NaN loses to a number."""
