@@ -237,7 +237,9 @@ def test_fp8_abs_of_every_value(dtype):
 
 @triton.jit
 def cast_bits_kernel(x_ptr, y_ptr, n, DST: tl.constexpr, ROUNDING: tl.constexpr, BLOCK: tl.constexpr):
-    """cast_kernel, compiled with fp8 conversions as the integer bit operations of CUDA/HIP."""
+    """cast_kernel, compiled with fp8 conversions as the integer bit operations of CUDA/HIP. A
+    copy of its source, not `triton.jit(cast_kernel.fn)`: Triton's compile cache keys on the
+    source and would hand back cast_kernel's build, with arith's own conversions."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     x = tl.load(x_ptr + offs, mask=m)

@@ -276,31 +276,21 @@ class ModuleEmitter(EmitterBase):
             conds += self._slab_conditions(op, acc, outer, inner)
         self.slab_ok = {id(s[0]) for s in slabs}
         pred = self._and(conds)
+        branches = (True, False) if pred is not None else (True,)
         if self.part is not None:
             # The full version with no masked iterations in its peeled loops in the first
             # dispatch, every other program in the second (see `_parts`).
-            tails = []
-            for peel in plan.peels.values():
-                loop = peel.loop
-                tails.append(self._cmp("eq", self._peel_point(loop, peel), self.scalar(loop.ub), loop.lb.dtype))
+            tails = [self._cmp("eq", self._peel_point(pl.loop, pl), self.scalar(pl.loop.ub), pl.loop.lb.dtype)
+                     for pl in plan.peels.values()]
             fast = self._and(conds + tails)
             if self.part == "fast":
-                self.w(f"scf.if {fast} {{")
+                pred, branches, self.skip_tails = fast, (True,), True
+            else:
+                true = self.fresh("true")
+                self.w(f"{true} = arith.constant true")
+                self.w(f"scf.if {self._binop('arith.xori', fast, true, 'i1')} {{")
                 self.indent += 1
-                self.scopes.append({})
-                self.full_version, self.assume_full, self.skip_tails = True, set(plan.full), True
-                self._block(self.k.body)
-                self.full_version, self.assume_full, self.skip_tails = False, set(), False
-                self.scopes.pop()
-                self.indent -= 1
-                self.w("}")
-                return
-            true = self.fresh("true")
-            self.w(f"{true} = arith.constant true")
-            self.w(f"scf.if {self._binop('arith.xori', fast, true, 'i1')} {{")
-            self.indent += 1
-            self.scopes.append({})
-        for branch in ((True, False) if pred is not None else (True,)):
+        for branch in branches:
             if pred is not None:
                 self.w(f"scf.if {pred} {{" if branch else "} else {")
                 self.indent += 1
@@ -313,10 +303,10 @@ class ModuleEmitter(EmitterBase):
                 self.indent -= 1
         if pred is not None:
             self.w("}")
-        if self.part is not None:
-            self.scopes.pop()
+        if self.part == "rest":
             self.indent -= 1
             self.w("}")
+        self.skip_tails = False
         self.full_version = False
         self.assume_full = set()
 
