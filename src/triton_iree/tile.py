@@ -466,12 +466,15 @@ class While(Op):
 
 
 class If(Op):
+    """`shortcut`: `then` computes the results for any input, and `otherwise` the same results,
+    faster, where `cond` is false; a target may run `then` alone."""
     _operands = ("cond",)
 
     def __init__(self, cond: Value, then: Block, otherwise: Block, types: Sequence[Type],
-                 loc: str = ""):
+                 loc: str = "", shortcut: bool = False):
         self.cond = cond
         self.then, self.otherwise = then, otherwise
+        self.shortcut = shortcut
         self._init(types, loc)
 
     def regions(self) -> list[Block]:

@@ -2,9 +2,9 @@
 write of one buffer element, in row-major order, where its mask holds.
 
 IREE has no atomic op on tensors. The dispatch of a kernel with atomics runs all its programs
-in one workgroup, one after another (`ModuleEmitter._serial_programs`), so nothing else touches
-memory while an element is read, combined and written: that makes each one atomic, at the cost
-of running the kernel on one core.
+in one workgroup, one after another (`ModuleEmitter._serial_programs`), and on GPUs the elements
+on one thread of it (`_on_one_thread`), so nothing else touches memory while an element is read,
+combined and written: that makes each one atomic, at the cost of running the kernel on one core.
 """
 from __future__ import annotations
 
@@ -26,46 +26,45 @@ class AtomicEmitter(EmitterBase):
         if not v.is_tile:
             m = self.scalar(op.mask) if op.mask is not None else None
             cmp = self.scalar(op.cmp) if op.cmp is not None else None
-            old = self._atomic_element(op, self.scalar(op.offsets), self.scalar(op.value), m, cmp)
+            one = t.TileType((1,), v.dtype)
+
+            def scalar(_dests: list[str]) -> list[str]:
+                old = self._atomic_element(op, self.scalar(op.offsets), self.scalar(op.value), m, cmp)
+                r = self.fresh("old")
+                self.w(f"{r} = tensor.from_elements {old} : {one.mlir()}")
+                return [r]
+
+            [r] = self._on_one_thread([one], [self._empty(one.mlir())], scalar)
+            old = self.fresh("old")
+            self.w(f"{old} = tensor.extract {r}[{self.idx(0)}] : {one.mlir()}")
             self.bind(("s", v.id), old)
             return
-        names = {id(x): self.tensor(x) for x in op.operands()}
+        operands = [x for x in (op.offsets, op.value, op.mask, op.cmp) if x is not None]
         ty = v.type.mlir()
-        acc = self.fresh("e")
-        self.w(f"{acc} = tensor.empty() : {ty}")
-        ivs, results = [], []
-        for n in v.shape:
-            iv, arg, r = self.fresh("el"), self.fresh("acc"), self.fresh("olds")
-            self.w(f"{r} = scf.for {iv} = {self.idx(0)} to {self.idx(n)} step {self.idx(1)} "
-                   f"iter_args({arg} = {acc}) -> ({ty}) {{")
-            self.indent += 1
-            self.scopes.append({})
-            ivs.append(iv)
-            results.append(r)
-            acc = arg
-        at = ", ".join(ivs)
 
-        def element(x: Optional[t.Value]) -> Optional[str]:
-            if x is None:
-                return None
-            e = self.fresh("x")
-            self.w(f"{e} = tensor.extract {names[id(x)]}[{at}] : {x.type.mlir()}")
-            return e
+        names = {id(x): self.tensor(x) for x in operands}
 
-        old = self._atomic_element(op, element(op.offsets), element(op.value), element(op.mask),
-                                   element(op.cmp))
-        nxt = self.fresh("acc")
-        self.w(f"{nxt} = tensor.insert {old} into {acc}[{at}] : {ty}")
-        for r in reversed(results):
-            self.w(f"scf.yield {nxt} : {ty}")
-            self.scopes.pop()
-            self.indent -= 1
-            self.w("}")
-            nxt = r
+        def element(at: list[str], acc: str) -> str:
+            def read(x: Optional[t.Value]) -> Optional[str]:
+                if x is None:
+                    return None
+                e = self.fresh("x")
+                self.w(f"{e} = tensor.extract {names[id(x)]}[{', '.join(at)}] : {x.type.mlir()}")
+                return e
+
+            old = self._atomic_element(op, read(op.offsets), read(op.value), read(op.mask), read(op.cmp))
+            nxt = self.fresh("acc")
+            self.w(f"{nxt} = tensor.insert {old} into {acc}[{', '.join(at)}] : {ty}")
+            return nxt
+
+        def elements(dests: list[str]) -> list[str]:
+            return [self._for_each_element(v.shape, ty, dests[0], element)]
+
+        [olds] = self._on_one_thread([v.type], [self._empty(ty)], elements)
         # The old values as a copy: IREE fused the loop into an elementwise consumer of its
         # result (`tl.where(mask, old, -1)`) and so ran every read-combine-write once more per
         # tile of the consumer (3 adds instead of 1); it never fuses through a copy.
-        self.bind(("t", v.id), _Tensor(self._copy(results[0], ty), tuple(range(len(v.shape))), ty))
+        self.bind(("t", v.id), _Tensor(self._copy(olds, ty), tuple(range(len(v.shape))), ty))
 
     def _atomic_element(self, op: t.Atomic, off: str, x: str, mask: Optional[str],
                         cmp: Optional[str]) -> str:

@@ -10,6 +10,7 @@ from .. import tile as t
 from . import fp8_bits
 from ..analysis import closed_form_reduce, uniform_scalar
 from ..errors import TYPE_NAMES, python_name, tile_op_name
+from .targets.gpu import reduced_on_one_thread
 from .values import (_BF16_EXACT, _CASTS, _CHEAP_OPS, _INT_DIVS, EmitterBase, _Body, _bytes, _Tensor,
                      literal)
 
@@ -213,9 +214,13 @@ class ComputeEmitter(EmitterBase):
         self.w(f"{e} = bufferization.alloc_tensor(){self.alloc_space} : {ty}" if self.snapshotting else f"{e} = tensor.empty() : {ty}")
         return e
 
-    def _fill(self, scalar: str, ty: t.TileType) -> str:
+    def _fill(self, scalar: str, ty: t.TileType, stored: bool = False) -> str:
+        """`scalar` broadcast to a tile; `stored`: the one element a scalar store writes. Such a
+        fill, and one into workgroup memory (a snapshot load's tile), is spread over the threads
+        on its own on CUDA and HIP (`_configure`)."""
         e, f = self._empty(ty.mlir()), self.fresh("fill")
-        slot = self._config_slot("fill", ty.shape, ("parallel",) * len(ty.shape), _bytes(ty.dtype))
+        slot = self._config_slot("fill", ty.shape, ("parallel",) * len(ty.shape), _bytes(ty.dtype),
+                                 spread=stored or self.snapshotting)
         self.w(f"{f} = linalg.fill {slot}ins({scalar} : {ty.dtype}) outs({e} : {ty.mlir()}) -> {ty.mlir()}")
         return f
 
@@ -436,6 +441,25 @@ class ComputeEmitter(EmitterBase):
         if self.llvmgpu and closed_form_reduce(op):
             self._closed_form(op)
             return
+        if self.llvmgpu and reduced_on_one_thread(op):
+            ones = [t.TileType((1,), r.dtype) for r in op.results]
+
+            def reduce(_dests: list[str]) -> list[str]:
+                self._reduce_here(op)
+                outs = [self.fresh("x") for _ in ones]
+                for o, r, ty in zip(outs, op.results, ones):
+                    self.w(f"{o} = tensor.from_elements {self.scalar(r)} : {ty.mlir()}")
+                return outs
+
+            for r, name, ty in zip(op.results, self._on_one_thread(ones, [self._empty(ty.mlir()) for ty in ones],
+                                                                   reduce), ones):
+                x = self.fresh("x")
+                self.w(f"{x} = tensor.extract {name}[{self.idx(0)}] : {ty.mlir()}")
+                self.bind(("s", r.id), x)
+            return
+        self._reduce_here(op)
+
+    def _reduce_here(self, op: t.Reduce) -> None:
         src0 = op.srcs[0]
         shape = src0.shape
         rank = len(shape)

@@ -118,7 +118,7 @@ class MemoryEmitter(EmitterBase):
             name, dims, ty = self._slab_load(p, acc, shape, active, inner)
             self._bind_load(v, _Tensor(name, dims, ty), snapshot)
             return
-        if self.gpu_mma:
+        if self.gpu_mma or self.gather_loads and len(active) > 1:
             ranges = None if full else self._masked_ranges(box, shape, active, inner)
             name = self._gather_tile(p, acc, active, rty, ranges, other)
             self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
@@ -145,7 +145,8 @@ class MemoryEmitter(EmitterBase):
         every tile this way but the full version's slabs: IREE's vector distribution turns it
         into loads spread over the threads, where a tile of rows (a fill with rows inserted, or
         a pad) ended up in each thread's stack, element by element (13,000 loads a thread in
-        the fp16 matmul, and minutes of compile time)."""
+        the fp16 matmul, and minutes of compile time). So do 2-D loads of programs with a part
+        on one thread (`gather_loads`)."""
         buf, dt = self._full_buffer(p), rty.dtype
         e, r, o = self._empty(rty.mlir()), self.fresh("gt"), self.fresh("o")
         dims = ", ".join(f"d{k}" for k in range(len(active)))
@@ -668,9 +669,10 @@ class MemoryEmitter(EmitterBase):
             self.scopes.append({})
         if self.options.gpu_tiling is not None or self.snapshots:
             # From a one-element linalg.fill. GPUs: a dispatch without a linalg op keeps its
-            # bindings as they are, which IREE's SPIR-V backend cannot lower. With snapshots: a
-            # stored constant must not make the dispatch a copy (see `_store`).
-            x = self._fill(value, t.TileType((1,), p.dtype))
+            # bindings as they are, which IREE's SPIR-V backend cannot lower; on CUDA and HIP
+            # each such fill is spread over the threads (`_configure`). With snapshots: a stored
+            # constant must not make the dispatch a copy (see `_store`).
+            x = self._fill(value, t.TileType((1,), p.dtype), stored=True)
         else:
             x = self.fresh("one")
             self.w(f"{x} = tensor.from_elements {value} : tensor<1x{p.dtype}>")
@@ -690,10 +692,10 @@ class MemoryEmitter(EmitterBase):
         shape = op.value.shape
         val, offs = self.tensor(op.value), self.tensor(op.offsets)
         mask = self.tensor(op.mask) if op.mask is not None else None
-        if self.options.gpu_tiling is not None:
-            # GPUs: the workgroup's threads compute these tiles together (into workgroup memory),
-            # and then each reads every element: a barrier in between (IREE places none, and the
-            # loop read values of an earlier launch).
+        if self.spirv:
+            # Vulkan: the workgroup's threads compute these tiles together (into workgroup
+            # memory), and then each reads every element: a barrier in between (IREE places none,
+            # and the loop read values of an earlier launch).
             tiles = [(val, op.value.type.mlir()), (offs, op.offsets.type.mlir())]
             if mask is not None:
                 tiles.append((mask, op.mask.type.mlir()))
@@ -702,35 +704,42 @@ class MemoryEmitter(EmitterBase):
                    f"{', '.join(ty for _, ty in tiles)}")
             val, offs = f"{b}#0", f"{b}#1"
             mask = f"{b}#2" if mask is not None else None
-        ivs = []
-        for d, n in enumerate(shape):
-            iv = self.fresh("el")
-            self.w(f"scf.for {iv} = {self.idx(0)} to {self.idx(n)} step {self.idx(1)} {{")
-            self.indent += 1
-            self.scopes.append({})
-            ivs.append(iv)
-        at = ", ".join(ivs)
-        o, x = self.fresh("off"), self.fresh("x")
-        self.w(f"{o} = tensor.extract {offs}[{at}] : {op.offsets.type.mlir()}")
-        self.w(f"{x} = tensor.extract {val}[{at}] : {op.value.type.mlir()}")
-        oi = self.fresh("i")
-        self.w(f"{oi} = arith.index_cast {o} : i64 to index")
-        if mask is not None:
-            m = self.fresh("m")
-            self.w(f"{m} = tensor.extract {mask}[{at}] : {op.mask.type.mlir()}")
-            self.w(f"scf.if {m} {{")
-            self.indent += 1
-        one = self.fresh("one")
-        self.w(f"{one} = tensor.from_elements {x} : tensor<1x{p.dtype}>")
-        self.w(f"iree_tensor_ext.dispatch.tensor.store {one}, {self.binding[id(p)]}, offsets = [{oi}], "
-               f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
-        if mask is not None:
-            self.indent -= 1
-            self.w("}")
-        for _ in shape:
-            self.scopes.pop()
-            self.indent -= 1
-            self.w("}")
+
+        def elements(_dests: list[str]) -> list[str]:
+            ivs = []
+            for n in shape:
+                iv = self.fresh("el")
+                self.w(f"scf.for {iv} = {self.idx(0)} to {self.idx(n)} step {self.idx(1)} {{")
+                self.indent += 1
+                self.scopes.append({})
+                ivs.append(iv)
+            at = ", ".join(ivs)
+            o, x = self.fresh("off"), self.fresh("x")
+            self.w(f"{o} = tensor.extract {offs}[{at}] : {op.offsets.type.mlir()}")
+            self.w(f"{x} = tensor.extract {val}[{at}] : {op.value.type.mlir()}")
+            oi = self.fresh("i")
+            self.w(f"{oi} = arith.index_cast {o} : i64 to index")
+            if mask is not None:
+                m = self.fresh("m")
+                self.w(f"{m} = tensor.extract {mask}[{at}] : {op.mask.type.mlir()}")
+                self.w(f"scf.if {m} {{")
+                self.indent += 1
+            one = self.fresh("one")
+            self.w(f"{one} = tensor.from_elements {x} : tensor<1x{p.dtype}>")
+            self.w(f"iree_tensor_ext.dispatch.tensor.store {one}, {self.binding[id(p)]}, offsets = [{oi}], "
+                   f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
+            if mask is not None:
+                self.indent -= 1
+                self.w("}")
+            for _ in shape:
+                self.scopes.pop()
+                self.indent -= 1
+                self.w("}")
+            return []
+
+        # On CUDA and HIP on one thread, in the order of Triton's interpreter (the last write
+        # to an element wins).
+        self._on_one_thread([], [], elements)
 
 
 def _after_whole_reduction(v: t.Value) -> bool:

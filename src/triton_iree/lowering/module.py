@@ -100,10 +100,15 @@ class ModuleEmitter(EmitterBase):
         return self._configure("\n".join(self.lines) + "\n")
 
     def _config_slot(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
-                     elt_bytes: int, math: bool = False, mma: Optional[tuple] = None) -> str:
-        """A placeholder for the attributes of a linalg op, filled in by `_configure`."""
+                     elt_bytes: int, math: bool = False, mma: Optional[tuple] = None,
+                     spread: bool = False) -> str:
+        """A placeholder for the attributes of a linalg op, filled in by `_configure`. None for
+        an op on one thread (`_on_one_thread`): IREE must not spread it over the threads."""
+        if self.one_thread:
+            return ""
         self.linalg_ops.append(_LinalgOp(kind, tuple(loops), tuple(iterators), elt_bytes,
-                                         self.loop_depth, self.full_version, math, mma, self.part_index))
+                                         self.loop_depth, self.full_version, math, mma, self.part_index,
+                                         spread))
         return f"\u00a7{len(self.linalg_ops) - 1}\u00a7"
 
     def _configure(self, text: str) -> str:
@@ -155,6 +160,15 @@ class ModuleEmitter(EmitterBase):
                                    f"{gpu.lowering_config(red.loops, red.iterators)}")
                     root = max(copies, key=lambda i: (ops[i].heat(), i))
             attrs[root] = f"compilation_info = {gpu.compilation_info(ops[root].loops, ops[root].iterators)}"
+            if not gpu.spirv:
+                # Fills of a scalar store's element, or into workgroup memory, spread over the
+                # threads on their own: IREE fuses into the root's loop over the threads its
+                # producers and some consumers only, and left such a fill undistributed ('failed
+                # to distribute' after a tile op or an atomic; 'write affecting operations on
+                # shared resources are restricted to lane or thread distributed contexts').
+                for i in candidates:
+                    if ops[i].spread and i != root:
+                        attrs[i] = f"lowering_config = {gpu.lowering_config(ops[i].loops, ops[i].iterators)}"
             if gpu.spirv:
                 # IREE's SPIR-V pipeline tiles every op with one configuration and requires all
                 # the ops' to be equal: the ops of the root's rank carry the root's, the others

@@ -4,7 +4,8 @@ axis, in Triton's order, for any combine function and any number of operands.
 The loop carries the results. Step k combines the results at the previous position with the
 slice of the operands at position k (from the end when `reverse`) in a `linalg.generic` over
 the other dims, and inserts the combined values at position k. This is the
-sequential order of Triton's interpreter: combine(accumulated, element). (IREE's
+sequential order of Triton's interpreter: combine(accumulated, element). On GPUs the loop runs
+on one thread of the workgroup. (IREE's
 `iree_linalg_ext.scan` takes one operand, so it cannot run multi-operand scans.)"""
 from __future__ import annotations
 
@@ -34,22 +35,30 @@ class ScanEmitter(EmitterBase):
         return r
 
     def _scan(self, op: t.Scan) -> None:
-        if self.llvmgpu:
-            # Replayed on an H200, every scan of the conformance suite (1-D and 2-D, cumsum,
-            # cumprod, associative_scan) came out wrong: IREE's CUDA code generation does not
-            # keep the loop's order across the workgroup's threads.
-            raise self.gpu_refused("tl.cumsum / tl.cumprod / tl.associative_scan (tt.scan)", op)
         types = [s.type for s in op.srcs]
         shape, axis = types[0].shape, op.axis
         n = shape[axis]
-        srcs = [self.tensor(s) for s in op.srcs]
         if n == 1:
-            for r, name in zip(op.results, srcs):
-                self.bind(("t", r.id), _Tensor(name, tuple(range(len(shape))), r.type.mlir()))
+            for r, s in zip(op.results, op.srcs):
+                self.bind(("t", r.id), _Tensor(self.tensor(s), tuple(range(len(shape))), r.type.mlir()))
             return
+        # On GPUs on one thread (`_on_one_thread`). Spread over the threads by IREE, every scan
+        # of the conformance suite came out wrong on an H200: the loop's order was not kept
+        # across the workgroup's threads.
+        srcs = [self.tensor(s) for s in op.srcs]
+        res = self._on_one_thread(types, [self._empty(ty.mlir()) for ty in types],
+                                  lambda dests: self._scan_loop(op, srcs, dests))
+        for r, name in zip(op.results, res):
+            self.bind(("t", r.id), _Tensor(name, tuple(range(len(shape))), r.type.mlir()))
+
+    def _scan_loop(self, op: t.Scan, srcs: list[str], dests: list[str]) -> list[str]:
+        """The scan of the tiles `srcs` into the tiles `dests`: its results."""
+        types = [s.type for s in op.srcs]
+        shape, axis = types[0].shape, op.axis
+        n = shape[axis]
         first = self.idx(n - 1 if op.reverse else 0)
-        outs = [self._scan_insert(self._scan_slice(s, ty, axis, first), self._empty(ty.mlir()), ty, axis, first)
-                for s, ty in zip(srcs, types)]
+        outs = [self._scan_insert(self._scan_slice(s, ty, axis, first), d, ty, axis, first)
+                for s, d, ty in zip(srcs, dests, types)]
         rests = [_without(ty, axis) for ty in types]
         k = self.fresh("k")
         args = [self.fresh("out") for _ in outs]
@@ -91,5 +100,4 @@ class ScanEmitter(EmitterBase):
         self.scopes.pop()
         self.indent -= 1
         self.w("}")
-        for j, r in enumerate(op.results):
-            self.bind(("t", r.id), _Tensor(f"{res}#{j}", tuple(range(len(shape))), r.type.mlir()))
+        return [f"{res}#{j}" for j in range(len(op.results))]

@@ -1,7 +1,8 @@
 """Data movement between tiles: `tl.join` / `tl.split` (and `tl.interleave`, a join and a
 reshape) as `tensor.insert_slice` (on CUDA and HIP a `linalg.generic`) / `tensor.extract_slice`
 along the last dim, `tl.cat` as two
-`insert_slice`s, and `tl.gather` as a `linalg.generic` that extracts from the source tile."""
+`insert_slice`s, and `tl.gather` as a `linalg.generic` that extracts from the source tile (on CUDA
+and HIP a gather of N-D tiles as a loop on one thread)."""
 from __future__ import annotations
 
 from .. import tile as t
@@ -75,12 +76,28 @@ class ShapeEmitter(EmitterBase):
         in Triton; it is clamped here so that it cannot read outside the tile."""
         v = op.result
         rank = len(v.shape)
-        if self.llvmgpu and rank > 1:
-            gather = f"tl.gather of {rank}-D tiles"
-            call = next((c for c, loc in self.k.sort_calls if loc == op.loc), None)   # tl.sort's own
-            raise self.gpu_refused(f"{call} (its {gather})" if call else gather, op)
         src = self.tensor(op.src)
         last = self.idx(op.src.shape[op.axis] - 1)
+        if self.llvmgpu and rank > 1:
+            # On CUDA and HIP a gather of N-D tiles runs on one thread (`_on_one_thread`):
+            # spread over the threads, every one in the conformance suite (tl.gather, 2-D
+            # tl.sort) came out wrong on an H200.
+            index, ty = self.tensor(op.index), v.type.mlir()
+
+            def element(at: list[str], acc: str) -> str:
+                i, c, ci, x, r = (self.fresh(h) for h in ("gi", "gi", "gi", "x", "acc"))
+                self.w(f"{i} = tensor.extract {index}[{', '.join(at)}] : {op.index.type.mlir()}")
+                self.w(f"{ci} = arith.index_cast {i} : {op.index.dtype} to index")
+                self.w(f"{c} = arith.minui {ci}, {last} : index")
+                src_at = [c if d == op.axis else a for d, a in enumerate(at)]
+                self.w(f"{x} = tensor.extract {src}[{', '.join(src_at)}] : {op.src.type.mlir()}")
+                self.w(f"{r} = tensor.insert {x} into {acc}[{', '.join(at)}] : {ty}")
+                return r
+
+            [out] = self._on_one_thread([v.type], [self._empty(ty)],
+                                        lambda dests: [self._for_each_element(v.shape, ty, dests[0], element)])
+            self._bind_tile(v, out)
+            return
         body = _Body(rank)
         index = self._elem(body, op.index, tuple(range(rank)))
         at = []

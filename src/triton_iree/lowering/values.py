@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from .. import tile as t
-from ..analysis import Carried, Cond, Facts, Poly, closed_form_reduce
+from ..analysis import Carried, Cond, Facts, GatherAccess, Poly, closed_form_reduce
 from ..errors import UnsupportedError
 from ..memory_order import snapshot_loads
 from .options import EmitOptions
+from .targets.gpu import reduced_on_one_thread
 
 _INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi",
              "arith.floordivsi"}
@@ -73,6 +74,7 @@ class _LinalgOp:
     math: bool = False             # its body calls math functions or divides
     mma: Optional[tuple] = None    # on tensor cores: (instruction, subgroup basis, operands staged)
     dispatch: int = 0              # which of the kernel's dispatches (see `ModuleEmitter._parts`)
+    spread: bool = False           # a fill to spread over the threads even if not the root
 
     def heat(self) -> tuple:
         n = 1
@@ -119,6 +121,7 @@ class EmitterBase():
         self.slab_ok: set[int] = set()          # loads whose slab conditions the version checks
         self.slab_able: dict[int, tuple[int, int]] = {}   # id(load) -> (outer, inner) dims
         self.loop_depth = 0
+        self.one_thread = 0                     # emitting inside `_on_one_thread`'s loop
         self.linalg_ops: list[_LinalgOp] = []
         self.store_copies: dict[str, str] = {}   # GPUs: linalg.copy before a store -> its source
         self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
@@ -136,23 +139,29 @@ class EmitterBase():
         self.llvmgpu = gpu is not None and not gpu.spirv
         self.spirv = gpu is not None and gpu.spirv
         # (On CUDA and HIP a reduction of a uniform tile is computed in closed form, no linalg
-        # op: `ComputeEmitter._closed_form`.)
+        # op: `ComputeEmitter._closed_form`; one to 64-bit scalars on one thread.)
         self.gpu_whole_reductions = gpu is not None and any(
-            isinstance(op, t.Reduce) and op.to_scalar and not (self.llvmgpu and closed_form_reduce(op))
-            for op in kernel.walk())
+            isinstance(op, t.Reduce) and op.to_scalar and
+            not (self.llvmgpu and (closed_form_reduce(op) or reduced_on_one_thread(op))) for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
         # A tl.dot program on tensor cores (`GpuTiling.mma_program`): {id(dot): its plan}.
         self.gpu_mma = gpu.mma_program(kernel) if self.llvmgpu else None
+        # A program with a part on one thread (`_on_one_thread`) reads its 2-D tiles element by
+        # element (`_gather_tile`). A tile of rows, or a slab, lives in each thread's private
+        # memory, where IREE has each thread fill only its share of it, and the one thread read
+        # the rest uninitialized (a 2-D tl.atomic_add, on an H200). (1-D tiles are pads, which
+        # each thread reads whole; gathered, a root that only they feed got a loop over
+        # workgroups of its own, and then IREE refused the atomics' writes outside it.)
+        self.gather_loads = self.llvmgpu and any(
+            isinstance(op, (t.Atomic, t.Scan, t.Histogram)) or
+            isinstance(op, t.Gather) and len(op.result.shape) > 1 or
+            isinstance(op, t.Store) and isinstance(facts.access(op), GatherAccess) for op in kernel.walk())
         self.gathered: set[str] = set()         # tiles read element by element (`_gather_tile`)
         # Triton's divisibility hints by scalar (an argument, or a pointer's base offset in its
         # buffer), for `aligned`.
         self.divisibility = {p.value.id: p.divisibility for p in kernel.params + kernel.base_offsets
                              if p.value is not None and p.divisibility > 1}
         self.loop_of_iv = {op.iv.id: op for op in kernel.walk() if isinstance(op, t.For)}
-        if self.llvmgpu:
-            topk = next((loc for construct, loc in kernel.sort_calls if construct == "tl.topk"), None)
-            if topk is not None:
-                raise self.gpu_refused("tl.topk", loc=topk)
         # Vulkan dispatches the lowering configures: IREE's BaseDistribute pipeline (`_sync`).
         self.base_distribute = self.spirv and not self.gpu_whole_reductions
 
@@ -203,12 +212,70 @@ class EmitterBase():
         after the distributed copy before any thread reads it."""
         return " <{memory_space = #gpu.address_space<workgroup>}>" if self.llvmgpu else ""
 
-    def gpu_refused(self, construct: str, op: t.Op | None = None, loc: Optional[str] = None) -> UnsupportedError:
-        """A construct refused on LLVMGPU targets: replayed on an H200, IREE's CUDA code
-        generation computed wrong answers for it (scans; tl.topk; tl.gather of 2-D tiles)."""
-        return UnsupportedError(f"{construct} is not supported by triton-iree's code generation for CUDA and HIP "
-                                f"(it computed wrong answers); compile for CUDA in native mode (--native) instead",
-                                kernel=self.k.name, loc=loc or getattr(op, "loc", "") or None)
+    def _on_one_thread(self, outs: list[t.TileType], inits: list[str],
+                       emit: Callable[[list[str]], list[str]]) -> list[str]:
+        """A sequential part of a program (atomics, scatters, histograms, scans, gathers of N-D
+        tiles, reductions to 64-bit scalars), emitted by `emit(dests)`: it returns tiles of types
+        `outs` written into `dests` (first `inits`).
+
+        On CPUs `emit` writes into the program directly. On CUDA and HIP it runs on the
+        workgroup's first thread, in a one-iteration `scf.forall` mapped to threads: IREE's GPU
+        code generation refuses a write to global or workgroup memory outside a loop spread over
+        the threads ('write affecting operations on shared resources are restricted to lane or
+        thread distributed contexts'), and its elements must be read, combined and written in
+        order. A gpu.barrier on both sides: the threads computed its input tiles and wrote memory
+        before, and read its results and what it wrote after. (With iree_gpu.value_barriers of
+        the input tiles instead, IREE merged the barriers of two such parts that read one tile,
+        and the first then read the second's results, which it does not dominate.)"""
+        if not self.llvmgpu:
+            return emit(inits)
+        self.w("gpu.barrier")
+        f, tid = self.fresh("serial"), self.fresh("tid")
+        dests = [self.fresh("dest") for _ in outs]
+        shared = ", ".join(f"{d} = {i}" for d, i in zip(dests, inits))
+        head = f"{f}:{len(outs)} = " if outs else ""
+        tys = ", ".join(ty.mlir() for ty in outs)
+        self.w(f"{head}scf.forall ({tid}) in (1)" + (f" shared_outs({shared}) -> ({tys})" if outs else "") + " {")
+        self.indent += 1
+        self.scopes.append({})
+        self.one_thread += 1
+        results = emit(dests)
+        self.one_thread -= 1
+        self.w("scf.forall.in_parallel {")
+        for r, d, ty in zip(results, dests, outs):
+            zeros, ones = ", ".join("0" for _ in ty.shape), ", ".join("1" for _ in ty.shape)
+            self.w(f"  tensor.parallel_insert_slice {r} into {d}[{zeros}] [{', '.join(map(str, ty.shape))}] "
+                   f"[{ones}] : {ty.mlir()} into {ty.mlir()}")
+        self.w("}")
+        self.scopes.pop()
+        self.indent -= 1
+        self.w("} {mapping = [#gpu.thread<linear_dim_0>]}")
+        self.w("gpu.barrier")
+        return [f"{f}#{i}" for i in range(len(outs))]
+
+    def _for_each_element(self, shape: tuple[int, ...], ty: str, init: str,
+                          body: Callable[[list[str], str], str]) -> str:
+        """Nested scf.for loops over the indices of `shape` in row-major order, carrying a
+        tensor of type `ty` from `init`: `body(indices, tensor)` returns the next tensor. The
+        final tensor."""
+        ivs, results, acc = [], [], init
+        for n in shape:
+            iv, arg, r = self.fresh("el"), self.fresh("acc"), self.fresh("each")
+            self.w(f"{r} = scf.for {iv} = {self.idx(0)} to {self.idx(n)} step {self.idx(1)} "
+                   f"iter_args({arg} = {acc}) -> ({ty}) {{")
+            self.indent += 1
+            self.scopes.append({})
+            ivs.append(iv)
+            results.append(r)
+            acc = arg
+        nxt = body(ivs, acc)
+        for r in reversed(results):
+            self.w(f"scf.yield {nxt} : {ty}")
+            self.scopes.pop()
+            self.indent -= 1
+            self.w("}")
+            nxt = r
+        return nxt
 
     def const(self, value, dtype: str) -> str:
         key = ("const", dtype, repr(value))

@@ -28,6 +28,12 @@ buffer in workgroup memory and ops see each other's elements only through it: a 
 barrier precedes every op that reads tiles (`EmitterBase._sync`), elementwise ops write over an
 input (`ComputeEmitter._write_over_input`) and a dot reads a transposed operand through its
 indexing map (`DotEmitter._dot_operand`), to keep within the workgroup memory (attention).
+
+On CUDA and HIP the parts of a program that read, combine and write element after element
+(atomics, scatters, histograms, scans, gathers of 2-D tiles, reductions to 64-bit scalars) run on
+the workgroup's first thread between barriers (`EmitterBase._on_one_thread`); fills of a stored
+scalar's element or of a tile in workgroup memory are spread over the threads on their own; and
+f32 sin, cos and tan take their general argument reduction per element (`drop_shortcuts`).
 """
 from __future__ import annotations
 
@@ -214,6 +220,59 @@ class GpuTiling:
                             f"#iree_gpu.pipeline<VectorDistribute> workgroup_size = [{self.threads}, 1, 1] "
                             f"subgroup_size = {self.subgroup_size}>>")
         return attrs
+
+
+def reduced_on_one_thread(op: t.Reduce) -> bool:
+    """A reduction of a tile to 64-bit scalars: on CUDA and HIP on one thread (`_on_one_thread`).
+    IREE's vector distribution of it failed ('failed to distribute': an i64 tl.sum of i32, an
+    f64 one of f32)."""
+    return op.to_scalar and any(t.bitwidth(r.dtype) == 64 for r in op.results)
+
+
+def drop_shortcuts(kernel: t.Kernel) -> None:
+    """CUDA and HIP: each `If` with a shortcut (`t.If.shortcut`: f32 sin, cos and tan) becomes its
+    general branch, and the ops that only computed its condition go. The condition reduces the
+    whole tile (a max of |x|), which makes IREE configure the dispatch itself, as a reduction: it
+    failed to ('failed to distribute': tl.cos of 64 f32), and would have run an elementwise
+    kernel as one. Each thread takes the general path for its own elements instead."""
+    subst: dict[int, t.Value] = {}
+
+    def inline(block: t.Block) -> None:
+        ops = []
+        for op in block.ops:
+            for region in op.regions():
+                inline(region)
+            if isinstance(op, t.If) and op.shortcut:
+                ops += op.then.ops
+                subst.update({r.id: y for r, y in zip(op.results, op.then.yields)})
+            else:
+                ops.append(op)
+        block.ops = ops
+
+    inline(kernel.body)
+    if not subst:
+        return
+
+    def new(v):
+        while isinstance(v, t.Value) and v.id in subst:
+            v = subst[v.id]
+        return v
+
+    blocks = [kernel.body] + [r for op in kernel.walk() for r in op.regions()]
+    for op in kernel.walk():
+        for name in op._operands:
+            v = getattr(op, name)
+            setattr(op, name, type(v)(map(new, v)) if isinstance(v, (list, tuple)) else new(v))
+    for b in blocks:
+        b.yields = [new(v) for v in b.yields]
+    while True:   # the condition's ops, now unused
+        uses = t.uses(kernel)
+        dead = {id(op) for op in kernel.walk() if isinstance(op, (t.Constant, t.Elementwise, t.Reduce, t.Reshape))
+                and not any(uses.get(r.id) for r in op.results)}
+        if not dead:
+            return
+        for b in blocks:
+            b.ops = [op for op in b.ops if id(op) not in dead]
 
 
 def gpu_options(num_warps: int = 4, target: str = "cuda") -> EmitOptions:
