@@ -256,6 +256,36 @@ def test_each_scalar_stores_fill_is_spread_over_the_threads(tmp_path):
     _llvm_ir(text, tmp_path)
 
 
+@triton.jit
+def _two_tiles_kernel(x_ptr, a_ptr, b_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(a_ptr + offs, x * 2.0)
+    tl.store(b_ptr + offs, tl.exp(x))
+
+
+@triton.jit
+def _constant_tile_kernel(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.full((BLOCK,), -1.0, tl.float32), mask=offs < n)
+
+
+@pytest.mark.parametrize("fn, sig, consts, copies", [
+    (_two_tiles_kernel, {"x_ptr": "*fp32:16", "a_ptr": "*fp32:16", "b_ptr": "*fp32:16"}, {"BLOCK": 64}, 2),
+    (_constant_tile_kernel, {"out_ptr": "*fp32:16", "n": "i32"}, {"BLOCK": 16}, 1),
+])
+def test_every_stored_tile_comes_from_a_copy_of_a_computing_op(fn, sig, consts, copies, tmp_path):
+    """Two whole 1-D tiles stored: each from a linalg.copy. IREE fuses one store into its loop
+    over the workgroups, and the op computing the other wrote the buffer outside it, which IREE
+    refuses ('write affecting operations on global resources are restricted to workgroup
+    distributed contexts': two sorts in one kernel). A constant tile is copied from a
+    linalg.generic: IREE folded a copy of a linalg.fill, and its slice, into a fill without the
+    dispatch's configuration ('failed to resolve workgroup count hint')."""
+    text = _module(fn, sig, consts, 4)
+    assert text.count("= linalg.copy") == copies
+    _llvm_ir(text, tmp_path)
+
+
 MATMUL_SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32:16", "N": "i32:16",
               "K": "i32:16", "stride_am": "i32:16", "stride_bk": "i32:16", "stride_cm": "i32:16"}
 MATMUL_BLOCKS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}

@@ -222,6 +222,7 @@ class ComputeEmitter(EmitterBase):
         slot = self._config_slot("fill", ty.shape, ("parallel",) * len(ty.shape), _bytes(ty.dtype),
                                  spread=stored or self.snapshotting)
         self.w(f"{f} = linalg.fill {slot}ins({scalar} : {ty.dtype}) outs({e} : {ty.mlir()}) -> {ty.mlir()}")
+        self.fills[f] = scalar
         return f
 
     def _uniform_scalar_name(self, v: t.Value) -> Optional[str]:

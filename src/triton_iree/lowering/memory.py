@@ -590,7 +590,11 @@ class MemoryEmitter(EmitterBase):
         if self.gpu_mma:
             self._map_store(p, acc, active, rty, val, None if full else self._masked_ranges(box, shape, active, inner))
             return
-        if self.options.gpu_tiling is not None and (len(active) > 1 or not full):
+        if self.options.gpu_tiling is not None and (len(active) > 1 or not full or
+                                                    self.llvmgpu and self.tile_stores > 1):
+            # (A whole 1-D tile too where the program stores several tiles, on CUDA and HIP: the
+            # op computing one that is not the root's was left outside IREE's loop over the
+            # workgroups, writing the buffer there, which it refuses.)
             val = self._store_copy(val, rty)
         elif self.snapshots and _loaded(op.value):
             # A dispatch whose stores all store loaded tiles or constants is bufferized by IREE
@@ -618,7 +622,16 @@ class MemoryEmitter(EmitterBase):
         the store (one copy of the op per row, without its compilation_info), and a tile that is
         only loaded and stored leaves no linalg op at all: either way IREE configures the
         dispatch itself and spreads it over workgroups again, which fails ('workgroup_count_hint'
-        op failed to resolve workgroup count hint). IREE moves no named op into the loop."""
+        op failed to resolve workgroup count hint). IREE moves no named op into the loop. On
+        CUDA and HIP a tile from a linalg.fill is copied from a linalg.generic yielding its
+        scalar: IREE folds a copy of a fill, and a slice of a fill, into a fill, and the copy's
+        configuration with them (a constant tile stored, masked: the same error). (Not where
+        IREE configures the dispatch, which drops the copies: `_configure`.)"""
+        if self.llvmgpu and not self.gpu_whole_reductions and val in self.fills:
+            scalar, val, rank = self.fills[val], self.fresh("const"), len(rty.shape)
+            self._write_generic(val, _Body(rank), [self._map(rank, [f"d{i}" for i in range(rank)])],
+                                ["parallel"] * rank, [self._empty(rty.mlir())], [rty.mlir()], [rty.dtype],
+                                [scalar], rty.shape)
         e, c = self._empty(rty.mlir()), self.fresh("cp")
         self._sync()
         slot = self._config_slot("copy", rty.shape, ("parallel",) * len(rty.shape), _bytes(rty.dtype))

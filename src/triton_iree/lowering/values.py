@@ -124,6 +124,7 @@ class EmitterBase():
         self.one_thread = 0                     # emitting inside `_on_one_thread`'s loop
         self.linalg_ops: list[_LinalgOp] = []
         self.store_copies: dict[str, str] = {}   # GPUs: linalg.copy before a store -> its source
+        self.fills: dict[str, str] = {}          # tile from a linalg.fill (`_fill`) -> its scalar
         self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
         # A kernel with atomics runs its programs one after another in one workgroup (see
         # `atomics`); program_ids then holds each axis' program id (an index).
@@ -156,6 +157,7 @@ class EmitterBase():
             isinstance(op, (t.Atomic, t.Scan, t.Histogram)) or
             isinstance(op, t.Gather) and len(op.result.shape) > 1 or
             isinstance(op, t.Store) and isinstance(facts.access(op), GatherAccess) for op in kernel.walk())
+        self.tile_stores = sum(isinstance(op, t.Store) and op.value.is_tile for op in kernel.walk())
         self.gathered: set[str] = set()         # tiles read element by element (`_gather_tile`)
         # Triton's divisibility hints by scalar (an argument, or a pointer's base offset in its
         # buffer), for `aligned`.
