@@ -286,6 +286,24 @@ def test_every_stored_tile_comes_from_a_copy_of_a_computing_op(fn, sig, consts, 
     _llvm_ir(text, tmp_path)
 
 
+@triton.jit
+def _one_element_and_scalar_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    top = tl.max(tl.load(x_ptr + tl.arange(0, 2)[:, None]), axis=0)   # a tile of one element
+    offs = tl.arange(0, BLOCK)
+    total = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+    tl.store(out_ptr + tl.arange(0, 1), top + total)
+
+
+def test_a_reduction_to_one_element_beside_one_to_a_scalar_runs_on_one_thread(tmp_path):
+    """A reduction to a scalar makes IREE configure the dispatch itself; with a second reduction
+    to a tile of one element beside it, IREE failed to distribute the two. The second runs on
+    the first thread."""
+    text = _module(_one_element_and_scalar_kernel, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n": "i32"},
+                   {"BLOCK": 64}, 4)
+    assert text.count("{mapping = [#gpu.thread<linear_dim_0>]}") == 1 and "compilation_info" not in text
+    _llvm_ir(text, tmp_path)
+
+
 MATMUL_SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32:16", "N": "i32:16",
               "K": "i32:16", "stride_am": "i32:16", "stride_bk": "i32:16", "stride_cm": "i32:16"}
 MATMUL_BLOCKS = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}

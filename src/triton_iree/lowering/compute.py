@@ -442,18 +442,28 @@ class ComputeEmitter(EmitterBase):
         if self.llvmgpu and closed_form_reduce(op):
             self._closed_form(op)
             return
-        if self.llvmgpu and reduced_on_one_thread(op):
-            ones = [t.TileType((1,), r.dtype) for r in op.results]
+        if self.llvmgpu and (reduced_on_one_thread(op) or self.gpu_whole_reductions and not op.to_scalar and
+                             all(r.type.numel == 1 for r in op.results)):
+            # (The second: a reduction to one element kept as a tile, in a dispatch IREE
+            # configures for a reduction to a scalar: IREE failed to distribute the two.)
+            types = [r.type if r.is_tile else t.TileType((1,), r.dtype) for r in op.results]
 
             def reduce(_dests: list[str]) -> list[str]:
                 self._reduce_here(op)
-                outs = [self.fresh("x") for _ in ones]
-                for o, r, ty in zip(outs, op.results, ones):
-                    self.w(f"{o} = tensor.from_elements {self.scalar(r)} : {ty.mlir()}")
+                outs = []
+                for r, ty in zip(op.results, types):
+                    if r.is_tile:
+                        outs.append(self.tensor(r))
+                        continue
+                    outs.append(self.fresh("x"))
+                    self.w(f"{outs[-1]} = tensor.from_elements {self.scalar(r)} : {ty.mlir()}")
                 return outs
 
-            for r, name, ty in zip(op.results, self._on_one_thread(ones, [self._empty(ty.mlir()) for ty in ones],
-                                                                   reduce), ones):
+            names = self._on_one_thread(types, [self._empty(ty.mlir()) for ty in types], reduce)
+            for r, name, ty in zip(op.results, names, types):
+                if r.is_tile:
+                    self.bind(("t", r.id), _Tensor(name, tuple(range(len(r.shape))), ty.mlir()))
+                    continue
                 x = self.fresh("x")
                 self.w(f"{x} = tensor.extract {name}[{self.idx(0)}] : {ty.mlir()}")
                 self.bind(("s", r.id), x)
