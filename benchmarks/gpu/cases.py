@@ -193,15 +193,15 @@ def _inplace(n):
                 lambda a: [a[0] * 2 + 1])
 
 
-def _elementwise_1d(name, fn, n, block, make_inputs, ref, outputs, atol=1e-6):
+def _elementwise_1d(name, fn, n, block, make_inputs, ref, outputs, atol=1e-6, **kw):
     """A 1-D kernel over n elements: fn(*inputs, n, BLOCK=block), grid cdiv(n, block)."""
     def make(dev):
         return [*make_inputs(dev), n], {"BLOCK": block}
     return Case(f"{name}_{n}", fn, make, lambda a: ((a[-1] + block - 1) // block, 1, 1), outputs, ref,
-                atol=atol, rtol=1e-5)
+                atol=atol, rtol=1e-5, **kw)
 
 
-def _scatter(n):
+def _scatter(n, bench=False):
     def inputs(dev):
         perm = torch.randperm(n, generator=_gen(20)).to(torch.int32)
         return [_randn(n, torch.float32, dev, 21), perm.to(dev), _guarded(n, torch.float32, dev)]
@@ -210,7 +210,7 @@ def _scatter(n):
         out = torch.empty(a[0].shape[0], device=a[0].device)
         out[a[1].long()] = a[0] * 2
         return [out]
-    return _elementwise_1d("scatter", K.scatter_kernel, n, 128, inputs, ref, (2,))
+    return _elementwise_1d("scatter", K.scatter_kernel, n, 128, inputs, ref, (2,), bench=bench, nbytes=12.0 * n)
 
 
 def _mod_div(rows, cols):
@@ -264,4 +264,6 @@ CASES = [
     # benchmarks (the GPU issue's table)
     _add(1 << 26, bench=True), _softmax(8192, 8192, bench=True, num_warps=16), _layer_norm(8192, 8192, bench=True),
     _matmul(4096, 4096, 4096, torch.float16, (128, 128, 64), bench=True, num_warps=8, num_stages=3),
+    # a part on one thread through code generation (each program's 128 stores one after another)
+    _scatter(1 << 24, bench=True),
 ]
