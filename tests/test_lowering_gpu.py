@@ -386,6 +386,29 @@ def test_which_dots_run_on_tensor_cores(dtype, blocks, warps, mma, tmp_path):
     assert _stack_arrays(_llvm_ir(text, tmp_path)) == [] or mma is None
 
 
+
+@pytest.mark.parametrize("arch, warps, mma", [
+    ("gfx942", (8, 512), "MFMA_F32_16x16x16_F16"),   # CDNA: waves of 64 threads, matrix cores
+    ("gfx1100", (8, 256), None),                     # RDNA: waves of 32, no MFMA
+])
+def test_an_fp16_matmul_for_amd_gpus(arch, warps, mma, tmp_path):
+    """On AMD's CDNA GPUs a warp (Triton's num_warps) is a wave of 64 threads, and a dot runs on
+    the matrix cores (MFMA) as on NVIDIA's tensor cores: the accumulator in registers, within the
+    64 KiB of workgroup memory gfx942 has (without them the 128 x 128 f32 accumulator alone went
+    to workgroup memory, twice: 128 KiB, and iree-compile refused the module)."""
+    num_warps, threads = warps
+    k = aot.compile_kernel(K.matmul_kernel, MATMUL_SIG, MATMUL_BLOCKS, target="hip", arch=arch,
+                           num_warps=num_warps, vmfb=arch == "gfx942")
+    infos = re.findall(r"compilation_info = (.*)", k.module)
+    assert infos and all(f"workgroup_size = [{threads}, 1, 1]" in i for i in infos)
+    if mma:
+        assert all(f"mma_kind = #iree_gpu.mma_layout<{mma}>" in ln and "subgroup_basis = [[2, 4, 1]" in ln
+                   for ln in k.module.splitlines() if "= linalg.matmul" in ln)
+        assert k.vmfb
+    else:
+        assert "mma_kind" not in k.module
+
+
 @triton.jit
 def _divide_kernel(x_ptr, y_ptr, out_ptr, rn_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

@@ -1,8 +1,9 @@
 """Compiles the GPU cases (cases.py) ahead of time, on a machine without a GPU: for each case, the
 native-mode module (Triton's own PTX inside an IREE module) and the IREE-codegen module, for
 CUDA. Writes OUT/manifest.json and the .vmfb files; run.py runs them where the GPU is.
+`--target hip` compiles the codegen modules for AMD GPUs instead (no native mode there).
 
-    python benchmarks/gpu/pack.py OUT [--arch sm_80] [--only NAME ...]
+    python benchmarks/gpu/pack.py OUT [--target cuda|hip] [--arch sm_80|gfx942] [--only NAME ...]
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from triton_iree import aot  # noqa: E402
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out")
-    p.add_argument("--arch", default="sm_80", help="IREE's CUDA target for codegen (PTX runs on newer GPUs)")
+    p.add_argument("--target", choices=("cuda", "hip"), default="cuda")
+    p.add_argument("--arch", help="IREE's GPU target for codegen (default sm_80, whose PTX runs on newer "
+                                  "NVIDIA GPUs; gfx942 for hip)")
     p.add_argument("--native-arch", type=int, default=90, help="Triton's CUDA compute capability in native mode")
     p.add_argument("--only", nargs="*")
     p.add_argument("--no-codegen", action="store_true")
@@ -44,8 +47,8 @@ def main() -> None:
                   if ty != "constexpr"}
         t0 = time.perf_counter()
         try:
-            if args.no_native:
-                raise RuntimeError("not asked for (--no-native)")
+            if args.no_native or args.target != "cuda":
+                raise RuntimeError("not asked for (--no-native)" if args.no_native else "CUDA only")
             k = aot.compile_kernel(case.fn, hinted, consts, target="cuda", arch=f"sm_{args.native_arch}",
                                    native=True, num_warps=case.num_warps, num_stages=case.num_stages)
             (out / f"{case.name}.native.vmfb").write_bytes(k.vmfb)
@@ -55,7 +58,7 @@ def main() -> None:
         t1 = time.perf_counter()
         if not args.no_codegen:
             try:
-                k = aot.compile_kernel(case.fn, hinted, consts, target="cuda", arch=args.arch,
+                k = aot.compile_kernel(case.fn, hinted, consts, target=args.target, arch=args.arch,
                                        num_warps=case.num_warps)
                 (out / f"{case.name}.codegen.vmfb").write_bytes(k.vmfb)
                 entry["codegen"] = f"{case.name}.codegen.vmfb"

@@ -33,6 +33,7 @@ class Target:
     backend: str         # iree-compile's --iree-hal-target-backends value
     driver: str          # IREE runtime driver
     flags: tuple[str, ...]
+    arch: str = ""       # GPU architecture (sm_80, gfx942, ampere); "" on CPUs
 
     @property
     def is_cpu(self) -> bool:
@@ -65,11 +66,14 @@ def make_target(name: str = "llvm-cpu", *, cpu: Optional[str] = None, arch: Opti
             # and ops IREE rewrites lose their lowering_config and are vectorized whole.
             "--iree-llvmcpu-fail-on-large-vector=false"))
     if name == "cuda":
-        target = Target("cuda", "cuda", "cuda", (f"--iree-cuda-target={arch or 'sm_80'}",))
+        arch = arch or "sm_80"
+        target = Target("cuda", "cuda", "cuda", (f"--iree-cuda-target={arch}",), arch)
     elif name in ("hip", "rocm"):
-        target = Target("hip", "rocm", "hip", (f"--iree-rocm-target={arch or 'gfx942'}",))
+        arch = arch or "gfx942"
+        target = Target("hip", "rocm", "hip", (f"--iree-rocm-target={arch}",), arch)
     elif name == "vulkan":
-        target = Target("vulkan", "vulkan-spirv", "vulkan", (f"--iree-vulkan-target={arch or 'ampere'}",))
+        arch = arch or "ampere"
+        target = Target("vulkan", "vulkan-spirv", "vulkan", (f"--iree-vulkan-target={arch}",), arch)
     else:
         raise ValueError(f"unknown target '{name}' (expected llvm-cpu, cuda, hip or vulkan)")
     if not (native and target.name == "cuda") and os.environ.get(UNVALIDATED_TARGETS_VAR) != "1":

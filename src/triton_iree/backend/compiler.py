@@ -140,7 +140,8 @@ class IreeBackend(BaseBackend):
         if options.debug:   # checked mode (`checks`): the runtime reads the failures back
             sites = checks.instrument(kernel)
             metadata["checks"] = {"sites": [vars(s) for s in sites], "written": [p.name for p in stored]}
-        emit_options = cpu_options() if self.iree_target.is_cpu else gpu_options(options.num_warps, self.iree_target.name)
+        target = self.iree_target
+        emit_options = cpu_options() if target.is_cpu else gpu_options(options.num_warps, target.name, target.arch)
         try:
             module = lower(kernel, emit_options)
             # The variant for pointer arguments that share memory; the launcher picks it.

@@ -1,16 +1,16 @@
 """GPUs (cuda, hip, vulkan): the emitter options and per-op configurations for IREE's GPU codegen.
 
-One Triton program is one IREE workgroup of 32 x num_warps threads. IREE's GPU pipelines tile
-a dispatch again and map their tiles onto workgroup ids unless the root op says otherwise; the
-program id is the workgroup id, so that would compute wrong answers. So the root op of every
-dispatch carries a `compilation_info` whose workgroup tile sizes are all 0 (the whole tile is one
-workgroup's); a tl.dot program on CUDA gets IREE's vector distribution with tensor cores
-(`mma_program`, `mma_configs`); otherwise thread tile sizes spread the tile over the workgroup's
-threads: IREE's
-LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SPIR-V backend's BaseDistribute pipeline on
-Vulkan (which refuses LLVMGPU pipelines). A dispatch that reduces a tile to a scalar has no
-parallel loop to split, so IREE never re-tiles it onto the program id; on CUDA and HIP a row
-program (`row_length`) gets IREE's vector distribution of reductions configured here
+One Triton program is one IREE workgroup of num_warps warps (32 threads each; on AMD's CDNA GPUs
+waves of 64, as Triton's AMD backend counts them). IREE's GPU pipelines tile a dispatch again and
+map their tiles onto workgroup ids unless the root op says otherwise; the program id is the
+workgroup id, so that would compute wrong answers. So the root op of every dispatch carries a
+`compilation_info` whose workgroup tile sizes are all 0 (the whole tile is one workgroup's); a
+tl.dot program on CUDA and on CDNA GPUs gets IREE's vector distribution with tensor cores (MFMA on
+AMD: `mma_program`, `mma_configs`); otherwise thread tile sizes spread the tile over the
+workgroup's threads: IREE's LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SPIR-V backend's
+BaseDistribute pipeline on Vulkan (which refuses LLVMGPU pipelines). A dispatch that reduces a
+tile to a scalar has no parallel loop to split, so IREE never re-tiles it onto the program id; on
+CUDA and HIP a row program (`row_length`) gets IREE's vector distribution of reductions configured here
 (`row_reduction_configs`), on Vulkan one with linalg ops in kernel loops one thread per
 workgroup (`spirv_serial_reduction`), other such dispatches IREE's own configuration.
 
@@ -51,6 +51,10 @@ ROW_VECTOR = 4
 # element type, with their M x N x K shape.
 NV_MMA = {("f16", "f32"): ("NV_MMA_SYNC_F32_16x8x16_F16", (16, 8, 16)),
           ("bf16", "f32"): ("NV_MMA_SYNC_F32_16x8x16_BF16", (16, 8, 16))}
+# AMD's matrix cores (MFMA) on the CDNA GPUs IREE's ROCm target offers them for (gfx90a, gfx94x,
+# gfx95x), whose waves are 64 threads wide (Triton's num_warps counts such waves there).
+AMD_MFMA = {("f16", "f32"): ("MFMA_F32_16x16x16_F16", (16, 16, 16)),
+            ("bf16", "f32"): ("MFMA_F32_16x16x16_BF16", (16, 16, 16))}
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class GpuTiling:
     num_warps: int = 4
     subgroup_size: int = 32
     spirv: bool = False       # Vulkan: IREE's SPIR-V pipelines
-    mma: tuple = ()           # the target's tensor-core instructions: NV_MMA's items
+    mma: tuple = ()           # the target's tensor-core instructions: NV_MMA's or AMD_MFMA's items
 
     @property
     def threads(self) -> int:
@@ -275,9 +279,13 @@ def drop_shortcuts(kernel: t.Kernel) -> None:
             b.ops = [op for op in b.ops if id(op) not in dead]
 
 
-def gpu_options(num_warps: int = 4, target: str = "cuda") -> EmitOptions:
+def gpu_options(num_warps: int = 4, target: str = "cuda", arch: str = "") -> EmitOptions:
     """One program per workgroup, masked tiles only (a separate full-tile version of each program
-    pays off on CPUs, where masked vector accesses are slow; GPU threads mask for free)."""
+    pays off on CPUs, where masked vector accesses are slow; GPU threads mask for free). A warp is
+    32 threads, 64 on AMD's gfx9 GPUs (CDNA), as in Triton's AMD backend."""
+    mma = NV_MMA if target == "cuda" else \
+        AMD_MFMA if target == "hip" and arch.startswith(("gfx90a", "gfx94", "gfx95")) else {}
+    wave = 64 if target == "hip" and arch.startswith("gfx9") else 32
     return EmitOptions(max_workgroups=None, full_tiles=False,
-                       gpu_tiling=GpuTiling(num_warps=num_warps, spirv=target == "vulkan",
-                                            mma=tuple(NV_MMA.items()) if target == "cuda" else ()))
+                       gpu_tiling=GpuTiling(num_warps=num_warps, subgroup_size=wave, spirv=target == "vulkan",
+                                            mma=tuple(mma.items())))
