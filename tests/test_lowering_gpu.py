@@ -387,6 +387,26 @@ def test_which_dots_run_on_tensor_cores(dtype, blocks, warps, mma, tmp_path):
 
 
 
+
+@triton.jit
+def _in_place_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    c_ptrs = c_ptr + rm[:, None] * N + rn[None, :]
+    tl.store(c_ptrs, tl.dot(a, b, tl.load(c_ptrs), out_dtype=c_ptr.dtype.element_ty))
+
+
+@pytest.mark.parametrize("acc", ["fp16", "fp32"])
+def test_a_dot_accumulating_in_place_keeps_irees_tile_and_fuse(acc, tmp_path):
+    """c = a @ b + c on the buffer it stores: the accumulator is a snapshot in workgroup memory,
+    which IREE failed to distribute into a tensor-core matmul ('failed to distribute')."""
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": f"*{acc}:16"}
+    text = _module(_in_place_dot_kernel, sig, {"M": 32, "N": 32, "K": 64}, 4)
+    assert "mma_kind" not in text and "TileAndFuse" in text
+    _llvm_ir(text, tmp_path)
+
+
 @pytest.mark.parametrize("arch, warps, mma", [
     ("gfx942", (8, 512), "MFMA_F32_16x16x16_F16"),   # CDNA: waves of 64 threads, matrix cores
     ("gfx1100", (8, 256), None),                     # RDNA: waves of 32, no MFMA

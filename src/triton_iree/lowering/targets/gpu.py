@@ -187,10 +187,11 @@ class GpuTiling:
         dots = [op for op in kernel.walk() if isinstance(op, t.Dot)]
         if not dots or any(isinstance(op, t.Reduce) and op.to_scalar for op in kernel.walk()):
             return None
+        stored = {id(p) for p in kernel.stored_buffers()}
         plan = {}
         for op in dots:
             kind = mma.get((op.a.dtype, op.acc.dtype))
-            if len(op.a.shape) != 2 or op.b.dtype != op.a.dtype or kind is None:
+            if len(op.a.shape) != 2 or op.b.dtype != op.a.dtype or kind is None or _loaded_from(op.acc, stored):
                 return None
             name, (im, in_, ik) = kind
             (m, k), n = op.a.shape, op.b.shape[1]
@@ -224,6 +225,18 @@ class GpuTiling:
                             f"#iree_gpu.pipeline<VectorDistribute> workgroup_size = [{self.threads}, 1, 1] "
                             f"subgroup_size = {self.subgroup_size}>>")
         return attrs
+
+
+def _loaded_from(v: t.Value, buffers: set) -> bool:
+    """Whether `v` is computed elementwise from a load of one of `buffers` (ids of Params).
+    A dot's accumulator loaded from a buffer the program also stores (`c += a @ b`, in place)
+    is a snapshot in workgroup memory (the memory order), and IREE failed to distribute a
+    tensor-core matmul accumulating into it where the operands are gathered ('failed to
+    distribute': an fp16 accumulator dot): such programs keep IREE's TileAndFuse pipeline."""
+    op = v.owner
+    if isinstance(op, t.Load):
+        return id(op.buffer) in buffers
+    return isinstance(op, t.Elementwise) and any(_loaded_from(a, buffers) for a in op.args)
 
 
 def reduced_on_one_thread(op: t.Reduce) -> bool:
