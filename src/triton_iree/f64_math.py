@@ -5,7 +5,7 @@ list; each within 1 to 3 ulp of numpy's results, measured over its whole range (
 
 - log2, log10: x = m * 2^e with m in [sqrt(1/2), sqrt(2)) (from the bits; subnormals scaled
   first), then e + log(m) / ln 2 and e * log10(2) + log(m) / ln 10: exact at powers of two (log2),
-  and no cancellation near x = 1 (1 and 2 ulp);
+  and no cancellation near x = 1, log(m) / ln 10 as a double-double product (1 ulp each);
 - tanh: t / (t + 2) with t = expm1(2 |x|), 1 beyond |x| = 22, the sign of x (3 ulp);
 - cbrt: exp(log|x| / 3) and one Newton step, on |x| scaled into the normal range (3 ulp);
 - atan: fdlibm's reduction (to |x| < 7/16 around atan(1/2), atan(1), atan(3/2), pi/2) and odd
@@ -127,10 +127,30 @@ def _log10(x: t.Value, op, const) -> t.Value:
     # log10(2) as hi + lo: e * hi is exact (hi has 32 significant bits, |e| < 2^11).
     hi = float.fromhex("0x1.34413509f8p-2")
     lo = math.log10(2) - hi
-    tail = op("arith.addf", [op("arith.mulf", [e, const(lo)]),
-                             op("arith.mulf", [op("math.log", [m]), const(1 / math.log(10))])])
-    r = op("arith.addf", [op("arith.mulf", [e, const(hi)]), tail])
+    # log(m) / ln 10 as l * (c_hi + c_lo), with l * c_hi = p + err exactly (Dekker's product, on
+    # 26-bit halves): rounding the constant and the product cost up to 2.6 ulp (x = 0.869...).
+    l = op("math.log", [m])
+    c_hi = 0.4342944819032518            # 1 / ln 10, rounded to nearest
+    c_lo = 1.098319650216765e-17         # 1 / ln 10 - c_hi
+    p = op("arith.mulf", [l, const(c_hi)])
+    (l1, l2), (h1, h2) = _halves(l, op, const), _halves(const(c_hi), op, const)
+
+    def mul(a, b):
+        return op("arith.mulf", [a, b])
+    err = op("arith.addf", [op("arith.addf", [op("arith.addf", [op("arith.subf", [mul(l1, h1), p]), mul(l1, h2)]),
+                                              mul(l2, h1)]), mul(l2, h2)])
+    tail = op("arith.addf", [op("arith.addf", [op("arith.mulf", [e, const(lo)]), op("arith.mulf", [l, const(c_lo)])]),
+                             err])
+    r = op("arith.addf", [op("arith.addf", [op("arith.mulf", [e, const(hi)]), p]), tail])
     return _log_edges(x, r, op, const)
+
+
+def _halves(a: t.Value, op, const) -> tuple[t.Value, t.Value]:
+    """(h, a - h) with h the upper 26 bits of a's significand (Veltkamp's split): products of
+    halves are exact."""
+    s = op("arith.mulf", [a, const(134217729.0)])            # 2^27 + 1
+    h = op("arith.subf", [s, op("arith.subf", [s, a])])
+    return h, op("arith.subf", [a, h])
 
 
 def _expm1(y: t.Value, op, const) -> t.Value:
