@@ -241,8 +241,11 @@ def _low_precision(n, dtype):
         pad = torch.zeros(((n + 255) // 256) * 256, device=x.device)
         pad[:n] = z.float()
         return [z, pad.view(-1, 256).sum(dim=1)]
+    # bf16 (8-bit significands): Triton rounds the expression otherwise than torch does op by op,
+    # a unit in the last place here and there (0.03 at 4), and each program's f32 sum of 256 such
+    # elements came out 0.245 off the reference on the H200, Triton's own launch as ours.
     return _elementwise_1d(f"low_precision_{str(dtype)[6:]}", K.low_precision_kernel, n, 256, inputs, ref, (2, 3),
-                           atol=0.1)
+                           atol=0.1 if dtype == torch.float16 else 0.5)
 
 
 def _strided_copy(n, stride):
