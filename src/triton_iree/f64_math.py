@@ -129,19 +129,20 @@ def _log10(x: t.Value, op, const) -> t.Value:
     lo = math.log10(2) - hi
     # log(m) / ln 10 as l * (c_hi + c_lo), with l * c_hi = p + err exactly (Dekker's product, on
     # 26-bit halves): rounding the constant and the product cost up to 2.6 ulp (x = 0.869...).
-    l = op("math.log", [m])
     c_hi = 0.4342944819032518            # 1 / ln 10, rounded to nearest
     c_lo = 1.098319650216765e-17         # 1 / ln 10 - c_hi
-    p = op("arith.mulf", [l, const(c_hi)])
-    (l1, l2), (h1, h2) = _halves(l, op, const), _halves(const(c_hi), op, const)
 
     def mul(a, b):
         return op("arith.mulf", [a, b])
-    err = op("arith.addf", [op("arith.addf", [op("arith.addf", [op("arith.subf", [mul(l1, h1), p]), mul(l1, h2)]),
-                                              mul(l2, h1)]), mul(l2, h2)])
-    tail = op("arith.addf", [op("arith.addf", [op("arith.mulf", [e, const(lo)]), op("arith.mulf", [l, const(c_lo)])]),
-                             err])
-    r = op("arith.addf", [op("arith.addf", [op("arith.mulf", [e, const(hi)]), p]), tail])
+
+    def add(a, b):
+        return op("arith.addf", [a, b])
+    l = op("math.log", [m])
+    p = mul(l, const(c_hi))
+    (l1, l2), (h1, h2) = _halves(l, op, const), _halves(const(c_hi), op, const)
+    err = add(add(add(op("arith.subf", [mul(l1, h1), p]), mul(l1, h2)), mul(l2, h1)), mul(l2, h2))
+    tail = add(add(mul(e, const(lo)), mul(l, const(c_lo))), err)
+    r = add(add(mul(e, const(hi)), p), tail)
     return _log_edges(x, r, op, const)
 
 

@@ -10,9 +10,9 @@ AMD: `mma_program`, `mma_configs`); otherwise thread tile sizes spread the tile 
 workgroup's threads: IREE's LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SPIR-V backend's
 BaseDistribute pipeline on Vulkan (which refuses LLVMGPU pipelines). A dispatch that reduces a
 tile to a scalar has no parallel loop to split, so IREE never re-tiles it onto the program id; on
-CUDA and HIP a row program (`row_length`) gets IREE's vector distribution of reductions configured here
-(`row_reduction_configs`), on Vulkan one with linalg ops in kernel loops one thread per
-workgroup (`spirv_serial_reduction`), other such dispatches IREE's own configuration.
+CUDA and HIP a row program (`row_length`) gets IREE's vector distribution of reductions
+configured here (`row_reduction_configs`), on Vulkan one with linalg ops in kernel loops one
+thread per workgroup (`spirv_serial_reduction`), other such dispatches IREE's own configuration.
 
 The emitted form differs from the CPU's where IREE would otherwise drop or replace that
 configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
