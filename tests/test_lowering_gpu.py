@@ -170,6 +170,13 @@ def _sort_rows_kernel(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
     tl.store(out_ptr + offs, tl.sort(tl.load(x_ptr + offs), dim=1))
 
 
+@triton.jit
+def _topk_rows_kernel(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rows = tl.arange(0, M)[:, None]
+    x = tl.load(x_ptr + rows * N + tl.arange(0, N)[None, :])
+    tl.store(out_ptr + rows * K + tl.arange(0, K)[None, :], tl.topk(x, K))
+
+
 ONE_THREAD_CASES = [
     (_cumsum_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}),
     (_column_sum_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "rows": "i32", "cols": "i32"}, {"R": 8, "C": 16}),
@@ -178,7 +185,7 @@ ONE_THREAD_CASES = [
     (_counter_kernel, {"counter_ptr": "*i32", "out_ptr": "*i32"}, {}),
     (_wide_sum_kernel, {"x_ptr": "*i32", "out_ptr": "*i64", "n": "i32"}, {"BLOCK": 64}),
     (_gather_2d_kernel, {"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32"}, {"M": 8, "N": 16}),
-    (_sort_rows_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, {"M": 4, "N": 8}),
+    (_topk_rows_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"}, {"M": 4, "N": 16, "K": 4}),
 ]
 
 
@@ -189,7 +196,7 @@ def test_sequential_parts_run_on_the_first_thread(fn, sig, consts, tmp_path):
     threads between barriers: spread over the threads by IREE, every scan of the conformance
     suite came out wrong on an H200, and IREE refuses writes to memory outside such a loop
     ('write affecting operations on shared resources are restricted to lane or thread
-    distributed contexts'). So do gathers of 2-D tiles (tl.gather, and in tl.sort of tiles), which
+    distributed contexts'). So do gathers of 2-D tiles (tl.gather, and in tl.topk of rows), which
     came out wrong on an H200 spread over the threads, and reductions to 64-bit
     scalars, which IREE's vector distribution failed to spread ('failed to distribute'). The
     CPU's module has no such loop."""
@@ -219,6 +226,31 @@ def test_a_2d_tile_read_on_one_thread_is_gathered_element_by_element():
     sig, consts = ONE_THREAD_CASES[1][1:]
     text = _module(_column_sum_kernel, sig, consts, 4)
     assert "tensor.extract %" in text.split("scf.forall")[0] and "tensor.insert_slice" not in text
+
+
+
+@triton.jit
+def _sort_1d_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.sort(tl.load(x_ptr + offs)))
+
+
+@pytest.mark.parametrize("fn, dtype, consts", [
+    (_sort_1d_kernel, "fp32", {"N": 1024}),            # 55 steps of 4 KiB tiles: 216 KiB as one a step
+    (_sort_rows_kernel, "fp32", {"M": 2, "N": 512}),   # 45 steps: 400 KiB
+    (_sort_rows_kernel, "fp16", {"M": 2, "N": 512}),   # 218 KiB
+])
+def test_a_large_sort_network_fits_the_workgroup_memory(fn, dtype, consts, tmp_path):
+    """Each step of the sorting network gathers from the tile the step before made, and IREE's
+    CUDA code keeps every such tile in workgroup memory (163 KiB at most): large networks make
+    several steps at once from one tile's gathers. IREE checks the workgroup memory while it
+    translates the dispatch (the LLVM code generation after it is not needed to fail)."""
+    src = tmp_path / "m.mlir"
+    src.write_text(_module(fn, {"x_ptr": f"*{dtype}", "out_ptr": f"*{dtype}"}, consts, 4))
+    r = subprocess.run([find_tool("iree-compile"), str(src), "--iree-hal-target-backends=cuda",
+                        "--iree-cuda-target=sm_80", *COMMON_FLAGS, "--compile-to=executable-targets",
+                        "-o", str(tmp_path / "m.out")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
 
 
 @triton.jit
