@@ -9,6 +9,8 @@ from pathlib import Path
 import iree.runtime as rt
 import numpy as np
 import pytest
+import triton
+import triton.language as tl
 
 from triton_iree import aot
 from triton_iree.errors import InputError
@@ -125,16 +127,44 @@ def test_gpu_targets_are_refused_until_validated(tmp_path):
 
 
 def test_an_unsupported_construct_is_one_line_naming_the_users_line(tmp_path):
-    src = tmp_path / "printing.py"
+    src = tmp_path / "asm.py"
     src.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
-                   "def printing(x_ptr, BLOCK: tl.constexpr):\n"
+                   "def asm(x_ptr, BLOCK: tl.constexpr):\n"
                    "    x = tl.load(x_ptr + tl.arange(0, BLOCK))\n"
-                   "    tl.device_print('x', x)\n")
+                   "    y = tl.inline_asm_elementwise('mov $0, $1;', '=r,r', [x], dtype=tl.float32, is_pure=True,"
+                   " pack=1)\n"
+                   "    tl.store(x_ptr + tl.arange(0, BLOCK), y)\n")
     out = tmp_path / "k.vmfb"
-    line = one_line_error(cli("compile", f"{src}:printing", "--signature", "x_ptr=*fp32", "--constexpr", "BLOCK=16",
+    line = one_line_error(cli("compile", f"{src}:asm", "--signature", "x_ptr=*fp32", "--constexpr", "BLOCK=16",
                               "-o", str(out)))
-    assert "tl.device_print (tt.print) is not supported" in line and f"{src}:8:" in line
+    assert "tl.inline_asm_elementwise (tt.elementwise_inline_asm) is not supported" in line and f"{src}:8:" in line
     assert not out.exists()
+
+
+@triton.jit
+def _printing_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=-1.0)
+    tl.device_print("x", x)
+    if tl.program_id(0) == 1:
+        tl.device_print("n", n)
+    tl.store(x_ptr + offs, x * 2, mask=offs < n)
+
+
+def test_a_compiled_kernel_that_prints_prints_where_it_is_launched(capfd):
+    """The module keeps its print sites in its function's reflection; the Launcher passes the
+    logs and prints them after the launch, as `kernel[grid]` does (same lines, same order)."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(6, dtype=torch.float32)
+    k = aot.compile_kernel(_printing_kernel, {"x_ptr": "*fp32", "n": "i32"}, {"BLOCK": 4})
+    capfd.readouterr()
+    aot.Launcher(k.vmfb, k.name, {"x_ptr": "*fp32", "n": "i32"})(x, 6, grid=(2,))
+    ours = capfd.readouterr().out
+    y = torch.arange(6, dtype=torch.float32)
+    _printing_kernel[(2,)](y, 6, BLOCK=4)
+    assert ours == capfd.readouterr().out
+    assert ours.splitlines() == ["(0, 0, 0)  x:  [0. 1. 2. 3.]", "(1, 0, 0)  x:  [ 4.  5. -1. -1.]", "(1, 0, 0)  n:  [6]"]
+    assert torch.equal(x, torch.arange(6, dtype=torch.float32) * 2) and torch.equal(x, y)
 
 
 def test_launcher_runs_a_compiled_module_on_torch_tensors():

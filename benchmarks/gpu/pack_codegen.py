@@ -63,7 +63,6 @@ def compile_one(path: str, arch: str, target: str = "cuda") -> dict:
 
     from triton_iree.backend.compiler import IreeBackend
     from triton_iree.compile import compile_module
-    from triton_iree.errors import UnsupportedError
 
     rec = Path(path).parent
     entry = json.loads(Path(path).read_text())
@@ -90,9 +89,6 @@ def compile_one(path: str, arch: str, target: str = "cuda") -> dict:
         mod.context = context
         metadata = {"hash": entry["triton_hash"]}
         module = stages["iree"](mod, metadata)
-        if metadata.get("prints"):   # as aot.compile_kernel: the launcher prints, a module alone cannot
-            raise UnsupportedError("tl.device_print (tt.print) is not supported in a kernel compiled ahead of "
-                                   "time (the launcher prints)", kernel=metadata["name"])
         stage = "compile"
         vmfb = stages["vmfb"](module, metadata)
         (rec / f"{name}.codegen.vmfb").write_bytes(vmfb)

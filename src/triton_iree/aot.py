@@ -6,7 +6,9 @@ launch runs) lower and compile it. The result's public function, named after the
 (see `triton_iree.lowering`): each pointer argument as a flat `tensor<?xT>`, each scalar, the
 grid as three i32 (gx, gy, gz), then one i64 per pointer argument: the element offset at which
 that pointer starts inside its buffer (0 for a whole array). It returns the buffers the kernel
-writes, tied to their arguments.
+writes, tied to their arguments. A kernel that calls `tl.device_print` takes its print logs after
+those (`triton_iree.prints`), and its function's reflection entry `triton_iree.prints` says how to
+print them: `Launcher` passes the logs and prints them after the launch.
 
 Native mode (`native=True`, CUDA only) compiles the kernel with Triton's own CUDA backend and
 wraps its PTX in a module with the same ABI (see `triton_iree.native`). A type may carry
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .errors import InputError, UnsupportedError
+from .errors import InputError
 
 __all__ = ["AotKernel", "Launcher", "compile_kernel", "load_kernel", "parse_constexpr", "parse_signature"]
 
@@ -204,10 +206,6 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     # As Triton's compile hash, it names this specialization's TRITON_IREE_DUMP_DIR directory.
     metadata = {"hash": hashlib.sha256(f"{src.hash()}-{backend.hash()}-{options.hash()}".encode()).hexdigest()}
     module = stages["iree"](stages["ttir"](mod, metadata), metadata)
-    if metadata.get("prints"):   # Triton's launcher prints them (prints.Printer); a module alone cannot
-        raise UnsupportedError("tl.device_print (tt.print) is not supported by triton-iree in a kernel compiled "
-                               "ahead of time (the launcher prints)", kernel=metadata["name"],
-                               loc=metadata["prints"]["sites"][0]["loc"])
     return AotKernel(metadata["name"], module, stages["vmfb"](module, metadata) if vmfb else None)
 
 
@@ -252,6 +250,9 @@ class Launcher:
         self._runtime = runtime
         self.kernel = runtime.LoadedKernel(vmfb, kernel, DRIVERS[target])
         self.plans = runtime.plan_arguments(list(signature), signature, kernel)
+        # tl.device_print: the module logs what it prints, and this prints the logs (`prints`).
+        from . import prints
+        self.printer = prints.Printer.of_reflection(self.kernel.main.function.reflection)
 
     def __call__(self, *args, grid) -> None:
         from .errors import LaunchError
@@ -259,4 +260,7 @@ class Launcher:
             raise LaunchError(f"expected {len(self.plans)} arguments ({', '.join(p.name for p in self.plans)}), "
                               f"got {len(args)}", kernel=self.kernel.name)
         grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
-        self.kernel.launch(self.plans, args, grid)
+        if self.printer is not None:
+            self.printer.launch(self.kernel, self.plans, args, grid, None, None)
+        else:
+            self.kernel.launch(self.plans, args, grid)

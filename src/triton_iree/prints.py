@@ -23,6 +23,7 @@ their base offsets come last, in that order.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import sys
@@ -37,6 +38,8 @@ _TORCH = {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "f16": "
 _UNSIGNED = {"i8": "uint8", "i16": "uint16", "i32": "uint32", "i64": "uint64"}
 _BYTES = {"i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
 I64 = t.ScalarType("i64")
+# The module function's reflection entry that holds `instrument`'s result, as JSON.
+REFLECTION_KEY = "triton_iree.prints"
 
 
 def _has_prints(op_or_block) -> bool:
@@ -147,7 +150,10 @@ def instrument(kernel: t.Kernel) -> dict:
     launcher needs to print them (JSON-able; empty when the kernel prints nothing)."""
     if not any(isinstance(op, t.Print) for op in kernel.walk()):
         return {}
-    return _Instrumenter(kernel).run()
+    info = _Instrumenter(kernel).run()
+    # For a module compiled ahead of time: its launcher (aot.Launcher) reads it back.
+    kernel.reflection[REFLECTION_KEY] = json.dumps(info)
+    return info
 
 
 class Printer:
@@ -168,6 +174,12 @@ class Printer:
         info = getattr(metadata, "prints", None)
         return Printer(info) if info else None
 
+    @staticmethod
+    def of_reflection(reflection: dict) -> "Printer | None":
+        """The printer of a loaded module's function, from its reflection (`instrument`)."""
+        info = reflection.get(REFLECTION_KEY)
+        return Printer(json.loads(info)) if info else None
+
     def capacity(self, programs: int) -> int:
         """Prints kept per program: all of them when each print runs once, else as many as the
         buffers' budget holds (at least 1, at most TRITON_IREE_PRINTS_PER_PROGRAM)."""
@@ -181,13 +193,16 @@ class Printer:
         import torch
         n = max(1, grid[0] * grid[1] * grid[2])
         cap = self.capacity(n)
-        logs = [torch.zeros(n * cap * max(1, math.prod(v["shape"])), dtype=getattr(torch, _TORCH[v["dtype"]]))
-                for v in self.values]
-        sites, counts = torch.zeros(n * cap, dtype=torch.int32), torch.zeros(n, dtype=torch.int64)
+        # The logs live where the kernel's tensors do (a GPU's memory for a GPU launch).
+        device = next((v.device for v in values if isinstance(v, torch.Tensor)), "cpu")
+        logs = [torch.zeros(n * cap * max(1, math.prod(v["shape"])), dtype=getattr(torch, _TORCH[v["dtype"]]),
+                            device=device) for v in self.values]
+        sites = torch.zeros(n * cap, dtype=torch.int32, device=device)
+        counts = torch.zeros(n, dtype=torch.int64, device=device)
         try:
             function.launch([*plans, *self.plans], [*values, *logs, sites, counts, cap], grid, checks, shared)
         finally:   # what ran printed, also when checked mode raises
-            self.print(logs, sites, counts, cap, grid)
+            self.print([b.cpu() for b in logs], sites.cpu(), counts.cpu(), cap, grid)
 
     def print(self, logs: list, sites, counts, cap: int, grid: Sequence[int]) -> None:
         import numpy as np

@@ -536,6 +536,9 @@ class Kernel:
     base_offsets: list[Param] = field(default_factory=list)
     # The tl.sort / tl.topk calls read into the body: (construct, the user's source line).
     sort_calls: list[tuple[str, str]] = field(default_factory=list)
+    # Strings the compiled module keeps on its function (IREE's `iree.reflection`), read back
+    # where it is loaded: what its launcher needs beyond the arguments (`prints`).
+    reflection: dict[str, str] = field(default_factory=dict)
 
     @property
     def buffers(self) -> list[Param]:

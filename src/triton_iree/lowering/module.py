@@ -26,7 +26,11 @@ class ModuleEmitter(EmitterBase):
         args += ["%grid_x: i32", "%grid_y: i32", "%grid_z: i32"]
         args += [f"%{b.name}_{b.index}: i64" for b in k.base_offsets]
         results = [f"tensor<?x{p.dtype}>" for p in self.written]
-        self.w(f"func.func @{k.name}({', '.join(args)}) -> ({', '.join(results)}) {{")
+        attrs = ""
+        if k.reflection:
+            attrs = " attributes {iree.reflection = {" + ", ".join(
+                f"{key} = {_mlir_string(v)}" for key, v in k.reflection.items()) + "}}"
+        self.w(f"func.func @{k.name}({', '.join(args)}) -> ({', '.join(results)}){attrs} {{")
         self.indent += 1
         c0 = self.fresh("c")
         self.w(f"{c0} = arith.constant 0 : index")
@@ -446,3 +450,10 @@ class ModuleEmitter(EmitterBase):
         if isinstance(op, t.Unsplat):
             return self._unsplat(op)
         raise self.err(f"unsupported scalar op {op.name}", op)
+
+
+def _mlir_string(text: str) -> str:
+    """`text` as an MLIR string attribute: quotes, backslashes and non-printable bytes escaped."""
+    out = "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "".join(f"\\{b:02X}" for b in c.encode())
+                  for c in text)
+    return f'"{out}"'
