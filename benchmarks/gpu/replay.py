@@ -138,7 +138,9 @@ class Replayer:
         try:
             if shared is None:
                 launcher(*values, grid=rec["grid"])
-            else:   # Launcher's own call, with the module for arguments that share memory beside
+            elif launcher.printer is not None:   # Launcher's own call, with the module for arguments
+                launcher.printer.launch(launcher.kernel, launcher.plans, values, tuple(rec["grid"]), None, shared)
+            else:                                # that share memory beside
                 launcher.kernel.launch(launcher.plans, values, tuple(rec["grid"]), shared=shared)
         except NotCompiled as e:
             return f"not compiled: {e}"
