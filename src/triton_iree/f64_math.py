@@ -190,7 +190,12 @@ def _cbrt(x: t.Value, op, const) -> t.Value:
     e = i64("arith.subi", [i64("arith.andi", [i64("arith.shrui", [b, const(52, "i64")]), const(0x7FF, "i64")]),
                            const(1023, "i64")])
     e = _where(op, sub, i64("arith.subi", [e, const(1074, "i64")]), e)
-    q = i64("arith.floordivsi", [e, const(3, "i64")])
+    # q = floor(e / 3) as ((e + 1200) * 43691 >> 17) - 400, exact for e + 1200 in [0, 2^17): e is
+    # in [-1074, 1024] but for 0, whose result is set apart below. LLVM's NVPTX backend crashed
+    # selecting the i16 multiply-high that a division by 3 becomes ('Cannot select: smul_lohi').
+    q = i64("arith.subi", [i64("arith.shrsi", [i64("arith.muli", [i64("arith.addi", [e, const(1200, "i64")]),
+                                                                  const(43691, "i64")]), const(17, "i64")]),
+                           const(400, "i64")])
     r = i64("arith.subi", [e, i64("arith.muli", [q, const(3, "i64")])])      # 0, 1 or 2
     # s = m * 2^r: the mantissa with r as its exponent.
     s = op("arith.bitcast", [i64("arith.ori", [i64("arith.andi", [b, const((1 << 52) - 1, "i64")]),
