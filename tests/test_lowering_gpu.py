@@ -253,6 +253,22 @@ def test_a_large_sort_network_fits_the_workgroup_memory(fn, dtype, consts, tmp_p
     assert r.returncode == 0, r.stderr[-3000:]
 
 
+
+@triton.jit
+def _cbrt_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=1.0)
+    tl.store(out_ptr + offs, tl.extra.libdevice.cbrt(x), mask=offs < n)
+
+
+def test_f64_cbrt_compiles_for_cuda():
+    """Its exponent's floor(e / 3), as a division, crashed LLVM's NVPTX backend ('Cannot select:
+    smul_lohi' on i16 vectors)."""
+    k = aot.compile_kernel(_cbrt_kernel, {"x_ptr": "*fp64", "out_ptr": "*fp64", "n": "i32"}, {"BLOCK": 256},
+                           target="cuda", arch="sm_80")
+    assert k.vmfb and "arith.floordivsi" not in k.module
+
+
 @triton.jit
 def _cos_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
