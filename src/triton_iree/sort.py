@@ -302,9 +302,10 @@ class BitonicSort:
 
         # Each step gathers from the tile the step before made. IREE's GPU code keeps each such
         # tile in workgroup memory, with no reuse (one tile a step for 1-D tiles, 2.2 to 2.4 for
-        # 2-D ones, whose gathers run on one thread; a top k of rows): a 1024-element f32 sort's 55
-        # steps took 216 KiB, where a CUDA (sm_80) workgroup may have 163. A network that would take more
-        # than 160 makes `group` steps at once (up to 4), from 2^group - 1 gathers of one tile.
+        # 2-D ones, whose gathers run on one thread: a top k of rows). A 1024-element f32 sort's
+        # 55 steps took 216 KiB, where a CUDA (sm_80) workgroup may have 163. A network that would
+        # take more than 160 makes `group` steps at once (up to 4), from 2^group - 1 gathers of
+        # one tile.
         tile = math.prod(shape) * max(1, t.bitwidth(x.dtype) // 8) * (1 if axis == 0 else 2.5)
 
         def workgroup_memory(m: int) -> float:   # merges on the whole tile, then on halves, quarters...
