@@ -136,12 +136,8 @@ class Replayer:
             else:
                 values.append(spec[1])
         try:
-            if shared is None:
-                launcher(*values, grid=rec["grid"])
-            elif launcher.printer is not None:   # Launcher's own call, with the module for arguments
-                launcher.printer.launch(launcher.kernel, launcher.plans, values, tuple(rec["grid"]), None, shared)
-            else:                                # that share memory beside
-                launcher.kernel.launch(launcher.plans, values, tuple(rec["grid"]), shared=shared)
+            # with the module for arguments that share memory beside, as the JIT launches
+            launcher.launch(values, rec["grid"], shared)
         except NotCompiled as e:
             return f"not compiled: {e}"
         if device == "cuda":

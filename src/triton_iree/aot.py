@@ -259,8 +259,13 @@ class Launcher:
         if len(args) != len(self.plans):
             raise LaunchError(f"expected {len(self.plans)} arguments ({', '.join(p.name for p in self.plans)}), "
                               f"got {len(args)}", kernel=self.kernel.name)
+        self.launch(args, grid)
+
+    def launch(self, args, grid, shared=None) -> None:
+        """Runs the module on `args` over `grid` (up to 3 dims); `shared`: its variant for pointer
+        arguments that share memory (`runtime.SharedMemory`), picked where they do."""
         grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
         if self.printer is not None:
-            self.printer.launch(self.kernel, self.plans, args, grid, None, None)
+            self.printer.launch(self.kernel, self.plans, args, grid, None, shared)
         else:
-            self.kernel.launch(self.plans, args, grid)
+            self.kernel.launch(self.plans, args, grid, shared=shared)

@@ -127,31 +127,16 @@ def _log10(x: t.Value, op, const) -> t.Value:
     # log10(2) as hi + lo: e * hi is exact (hi has 32 significant bits, |e| < 2^11).
     hi = float.fromhex("0x1.34413509f8p-2")
     lo = math.log10(2) - hi
-    # log(m) / ln 10 as l * (c_hi + c_lo), with l * c_hi = p + err exactly (Dekker's product, on
-    # 26-bit halves): rounding the constant and the product cost up to 2.6 ulp (x = 0.869...).
+    # log(m) / ln 10 as l * (c_hi + c_lo), with l * c_hi = p + err exactly (Dekker's product):
+    # rounding the constant and the product cost up to 2.6 ulp (x = 0.869...).
     c_hi = 0.4342944819032518            # 1 / ln 10, rounded to nearest
     c_lo = 1.098319650216765e-17         # 1 / ln 10 - c_hi
-
-    def mul(a, b):
-        return op("arith.mulf", [a, b])
-
-    def add(a, b):
-        return op("arith.addf", [a, b])
+    b = f64_trig._B(op, const)
     l = op("math.log", [m])
-    p = mul(l, const(c_hi))
-    (l1, l2), (h1, h2) = _halves(l, op, const), _halves(const(c_hi), op, const)
-    err = add(add(add(op("arith.subf", [mul(l1, h1), p]), mul(l1, h2)), mul(l2, h1)), mul(l2, h2))
-    tail = add(add(mul(e, const(lo)), mul(l, const(c_lo))), err)
-    r = add(add(mul(e, const(hi)), p), tail)
+    p, err = b.two_product(l, const(c_hi))
+    tail = b.add(b.add(b.mul(e, const(lo)), b.mul(l, const(c_lo))), err)
+    r = b.add(b.add(b.mul(e, const(hi)), p), tail)
     return _log_edges(x, r, op, const)
-
-
-def _halves(a: t.Value, op, const) -> tuple[t.Value, t.Value]:
-    """(h, a - h) with h the upper 26 bits of a's significand (Veltkamp's split): products of
-    halves are exact."""
-    s = op("arith.mulf", [a, const(134217729.0)])            # 2^27 + 1
-    h = op("arith.subf", [s, op("arith.subf", [s, a])])
-    return h, op("arith.subf", [a, h])
 
 
 def _expm1(y: t.Value, op, const) -> t.Value:

@@ -138,6 +138,16 @@ class _B:
         hi = self.sub(c, self.sub(c, a))
         return hi, self.sub(a, hi)
 
+    def two_product(self, a: t.Value, b: t.Value) -> tuple[t.Value, t.Value]:
+        """(p, err): a * b rounded, and its rounding error exactly (Dekker, on the 26-bit halves
+        `split` gives)."""
+        p = self.mul(a, b)
+        ah, al = self.split(a)
+        bh, bl = self.split(b)
+        err = self.add(self.add(self.add(self.sub(self.mul(ah, bh), p), self.mul(ah, bl)), self.mul(al, bh)),
+                       self.mul(al, bl))
+        return p, err
+
     def horner(self, z: t.Value, coefs) -> t.Value:
         acc = self.c(coefs[-1])
         for k in reversed(coefs[:-1]):
@@ -250,10 +260,7 @@ def _reduce_large(b: _B, bits: t.Value) -> tuple[t.Value, t.Value, t.Value]:
     fh = b.add(s, err)
     fl = b.sub(err, b.sub(fh, s))
     # times pi/2 (double-double), with Dekker's exact product of the high parts.
-    p = b.mul(fh, b.c(_PIO2_HI))
-    ah, al = b.split(fh)
-    bh, bl = b.split(b.c(_PIO2_HI))
-    perr = b.add(b.add(b.add(b.sub(b.mul(ah, bh), p), b.mul(ah, bl)), b.mul(al, bh)), b.mul(al, bl))
+    p, perr = b.two_product(fh, b.c(_PIO2_HI))
     tail = b.add(perr, b.add(b.mul(fh, b.c(_PIO2_LO)), b.mul(fl, b.c(_PIO2_HI))))
     y0 = b.add(p, tail)
     y1 = b.sub(tail, b.sub(y0, p))

@@ -282,6 +282,7 @@ class BitonicSort:
             the element at j after them, from the elements of x at j ^ mask for every mask of
             those bits (one gather each)."""
             memo: dict = {}
+            pred = "arith.cmpf" if t.is_float(x.dtype) else "arith.cmpi"
 
             def at(mask: int, done: int) -> t.Value:   # x after the first `done` steps, at j ^ mask
                 if mask not in pos:
@@ -292,7 +293,6 @@ class BitonicSort:
                     else:
                         i = bits[done - 1]
                         a, b = at(mask, done - 1), at(mask ^ (1 << i), done - 1)
-                        pred = "arith.cmpf" if t.is_float(x.dtype) else "arith.cmpi"
                         swap = ew("arith.xori", [ew(pred, [a, b], "i1", {"predicate": gt}),
                                                  ew("arith.xori", [flip, bit(pos[mask], i)], "i1")], "i1")
                         v = ew("arith.select", [swap, b, a], x.dtype)
