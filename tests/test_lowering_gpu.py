@@ -717,3 +717,25 @@ def test_fp8_conversions_are_integer_bit_operations_on_cuda(tmp_path):
     _llvm_ir(text, tmp_path)
     cpu = aot.compile_kernel(_fp8_round_trip_kernel, sig, {"BLOCK": 128}, vmfb=False).module
     assert re.search(r"arith\.truncf [^\n]*f32 to f8E4M3FN", cpu) and re.search(r"arith\.extf [^\n]*f8E5M2", cpu)
+
+
+@triton.jit
+def _sqrt_kernel(x_ptr, out_ptr, rn_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, tl.sqrt(x))
+    tl.store(rn_ptr + offs, tl.sqrt_rn(x))
+
+
+def test_f32_square_roots_are_correctly_rounded_on_cuda(tmp_path):
+    """IREE takes f32 sqrt from libdevice, sqrt.approx (1 ulp off, seen on the H200 through
+    libdevice.sqrt) unless the target sets __CUDA_PREC_SQRT: sqrt_rn must be sqrt.rn."""
+    from triton_iree.compile import command_line, make_target
+    src = tmp_path / "m.mlir"
+    src.write_text(_module(_sqrt_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "rn_ptr": "*fp32"}, {"BLOCK": 128}, 4))
+    cmd = command_line(make_target("cuda", arch="sm_80"), str(src), str(tmp_path / "m.vmfb"),
+                       extra=(f"--iree-hal-dump-executable-files-to={tmp_path / 'dump'}",))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ptx = "".join(p.read_text() for p in (tmp_path / "dump").glob("*.ptx"))
+    assert "sqrt.rn.f32" in ptx and "sqrt.approx" not in ptx

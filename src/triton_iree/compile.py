@@ -67,7 +67,11 @@ def make_target(name: str = "llvm-cpu", *, cpu: Optional[str] = None, arch: Opti
             "--iree-llvmcpu-fail-on-large-vector=false"))
     if name == "cuda":
         arch = arch or "sm_80"
-        target = Target("cuda", "cuda", "cuda", (f"--iree-cuda-target={arch}",), arch)
+        # IREE takes f32 math.sqrt from libdevice, whose __nv_sqrtf is sqrt.approx unless
+        # __CUDA_PREC_SQRT is set: 1 ulp off, where Triton's sqrt_rn and libdevice.sqrt are
+        # correctly rounded.
+        target = Target("cuda", "cuda", "cuda", (f"--iree-cuda-target={arch}", "--nvvm-reflect-add=__CUDA_PREC_SQRT=1"),
+                        arch)
     elif name in ("hip", "rocm"):
         arch = arch or "gfx942"
         target = Target("hip", "rocm", "hip", (f"--iree-rocm-target={arch}",), arch)

@@ -506,7 +506,8 @@ class Checks:
         # Each buffer's extent in elements, and its pointer's offset inside it.
         bounds = {name: (nbytes // v.element_size(), lead) for (name, v), (_, nbytes, lead) in zip(buffers, spans)}
         n = grid[0] * grid[1] * grid[2]
-        records = torch.zeros((max(n, 1), RECORD_FIELDS), dtype=torch.int64)
+        device = next((v.device for _, v in buffers), "cpu")   # the launch's device (a GPU's tensors)
+        records = torch.zeros((max(n, 1), RECORD_FIELDS), dtype=torch.int64, device=device)
         kernel.launch([*plans, *self.plans], [*values, records, *(e for e, _ in bounds.values())], grid,
                       shared=shared)
         failed = torch.nonzero(records[:n, 0])
