@@ -6,8 +6,9 @@ iree-compile for that target and launches on the GPU.
         python -m pytest tests/conformance
 
 (PYTEST_ADDOPTS, so that tests marked `isolated`, which run in a pytest process of their own,
-load it too.) Needs torch with CUDA, Triton, iree-base-compiler and iree-base-runtime; the
-target is validated by this run, so TRITON_IREE_UNVALIDATED_TARGETS=1 is set for it.
+load it too.) Needs torch with CUDA, Triton, iree-base-compiler and iree-base-runtime. A target
+not validated yet (hip, vulkan) needs TRITON_IREE_UNVALIDATED_TARGETS=1; this run is what
+validated cuda.
 
 The tests make CPU tensors and check them on the CPU. Each launch's CPU tensors are moved to the
 GPU here, as a user's CUDA tensors would be: each distinct storage is copied to one GPU storage
@@ -80,7 +81,6 @@ def _run(self, *args, grid, warmup, **kwargs):
 
 
 def pytest_configure(config):
-    os.environ["TRITON_IREE_UNVALIDATED_TARGETS"] = "1"
     import triton_iree
     triton_iree.activate(target=TARGET, arch=ARCH)
     JITFunction.run = _run

@@ -25,6 +25,10 @@ it. One case stays a view: the only such store writes, at exactly the addresses 
 values computed from it by elementwise ops alone, outside any loop (``x = load(p);
 store(p, x * 2)``): every element is read before it is written. Gathers and scatters have
 unknown addresses: they count as touching the whole buffer and never take that exception.
+
+On GPUs a program is a workgroup of threads, and a thread may read or write an element another
+thread stored: ``stores_before_access`` are the stores followed by an access to memory they may
+have written, after which the lowering puts a workgroup barrier.
 """
 from __future__ import annotations
 
@@ -137,3 +141,22 @@ def _in_place(load: t.Load, hazards: list[t.Store | t.Atomic], users: list[t.Op]
         return False
     return all(u is store or (isinstance(u, _ELEMENTWISE) and order.pos[id(u)] < order.pos[id(store)])
                for u in users)
+
+
+def stores_before_access(kernel: t.Kernel, may_alias: bool = False) -> set[int]:
+    """ids of the Store ops followed, in program order or in a later iteration of a loop around
+    them, by a load or store of their buffer (of any buffer, when arguments may share memory)."""
+    stores = [op for op in kernel.walk() if isinstance(op, t.Store)]
+    if not stores:
+        return set()
+    order = _Order(kernel)
+    accesses = [op for op in kernel.walk() if isinstance(op, (t.Load, t.Store, t.Atomic))]
+    out: set[int] = set()
+    for s in stores:
+        for a in accesses:
+            if a is s or not (may_alias or a.buffer is s.buffer):
+                continue
+            if order.pos[id(a)] > order.pos[id(s)] or any(order.inside(a, lp) for lp in order.loops[id(s)]):
+                out.add(id(s))
+                break
+    return out

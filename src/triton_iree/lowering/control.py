@@ -228,6 +228,7 @@ class ControlEmitter(EmitterBase):
         res = self.fresh("if") if keep else None
         lhs = f"{res}:{len(keep)} = " if len(keep) > 1 else (f"{res} = " if keep else "")
         self.w(f"{lhs}scf.if {cond}" + (f" -> ({', '.join(types)})" if keep else "") + " {")
+        self.if_depth += 1
         for bi, blk in enumerate((op.then, op.otherwise)):
             if bi == 1:
                 self.w("} else {")
@@ -239,6 +240,7 @@ class ControlEmitter(EmitterBase):
                 self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
             self.scopes.pop()
             self.indent -= 1
+        self.if_depth -= 1
         self.w("}")
         names = [res] if len(keep) == 1 else [f"{res}#{i}" for i in range(len(keep))]
         for j, n in zip(keep, names):

@@ -118,7 +118,9 @@ class MemoryEmitter(EmitterBase):
             name, dims, ty = self._slab_load(p, acc, shape, active, inner)
             self._bind_load(v, _Tensor(name, dims, ty), snapshot)
             return
-        if self.gpu_mma or self.gather_loads and len(active) > 1:
+        # (Masked 3-D tiles too on LLVMGPU targets: their valid rows inserted into a fill in two
+        # nested loops came out wrong on the H200, a 2 x 4 x 8 tile copied in a kernel loop.)
+        if self.gpu_mma or self.gather_loads and len(active) > 1 or self.llvmgpu and len(active) > 2 and not full:
             ranges = None if full else self._masked_ranges(box, shape, active, inner)
             name = self._gather_tile(p, acc, active, rty, ranges, other)
             self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
@@ -133,7 +135,12 @@ class MemoryEmitter(EmitterBase):
                                                         other, checked)
                 self._bind_load(v, _Tensor(name, dims, ty), snapshot)
                 return
-            pad = self._gpu_pads() and not all(isinstance(u, t.Store) for u in self._uses.get(v.id, []))
+            # Not a snapshot: its copy must read the buffer where the program loads, and a pad
+            # of the load is pure, so IREE merges it with an identical one from before a store
+            # to that buffer and reads the buffer there (on the H200, a load after a store of
+            # the same row read the row as it was before the store).
+            pad = self._gpu_pads() and not snapshot and \
+                not all(isinstance(u, t.Store) for u in self._uses.get(v.id, []))
             name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other, pad=pad)
         self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
 
@@ -634,7 +641,11 @@ class MemoryEmitter(EmitterBase):
                                 [scalar], rty.shape)
         e, c = self._empty(rty.mlir()), self.fresh("cp")
         self._sync()
-        slot = self._config_slot("copy", rty.shape, ("parallel",) * len(rty.shape), _bytes(rty.dtype))
+        # In a runtime `if`, spread over the threads on its own: IREE's loop over the threads
+        # around the root left a store's copy in the other branch undistributed, and it wrote
+        # its tile's first element only (on the H200).
+        slot = self._config_slot("copy", rty.shape, ("parallel",) * len(rty.shape), _bytes(rty.dtype),
+                                 spread=self.if_depth > 0)
         self.w(f"{c} = linalg.copy {slot}ins({val} : {rty.mlir()}) outs({e} : {rty.mlir()}) -> {rty.mlir()}")
         self.store_copies[c] = val
         return c

@@ -407,6 +407,9 @@ class ModuleEmitter(EmitterBase):
                       t.MapElementwise: self._map_elementwise}.get(type(op))
         if structural is not None:
             structural(op)
+            if id(op) in self.barrier_stores and not self.one_thread:
+                # Other threads of the program may next read or write what this store wrote.
+                self.w("gpu.barrier")
             return
         v = op.results[0]
         if not v.is_tile:

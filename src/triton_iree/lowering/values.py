@@ -10,7 +10,7 @@ from typing import Callable, Optional
 from .. import tile as t
 from ..analysis import Carried, Cond, Facts, GatherAccess, Poly, closed_form_reduce
 from ..errors import UnsupportedError
-from ..memory_order import snapshot_loads
+from ..memory_order import snapshot_loads, stores_before_access
 from .options import EmitOptions
 from .targets.gpu import reduced_on_one_thread
 
@@ -122,6 +122,7 @@ class EmitterBase():
         self.slab_able: dict[int, tuple[int, int]] = {}   # id(load) -> (outer, inner) dims
         self.loop_depth = 0
         self.one_thread = 0                     # emitting inside `_on_one_thread`'s loop
+        self.if_depth = 0                       # emitting inside a runtime `if`
         self.linalg_ops: list[_LinalgOp] = []
         self.store_copies: dict[str, str] = {}   # GPUs: linalg.copy before a store -> its source
         self.fills: dict[str, str] = {}          # tile from a linalg.fill (`_fill`) -> its scalar
@@ -138,6 +139,8 @@ class EmitterBase():
         # masked rows as pads and map_stores (`memory`). On Vulkan IREE configures it.
         gpu = options.gpu_tiling
         self.llvmgpu = gpu is not None and not gpu.spirv
+        # LLVMGPU: stores after which the workgroup waits (`memory_order.stores_before_access`).
+        self.barrier_stores = stores_before_access(kernel, options.may_alias) if self.llvmgpu else set()
         self.spirv = gpu is not None and gpu.spirv
         # (On CUDA and HIP a reduction of a uniform tile is computed in closed form, no linalg
         # op: `ComputeEmitter._closed_form`; one to 64-bit scalars on one thread.)
