@@ -126,6 +126,15 @@ def test_gpu_targets_are_refused_until_validated(tmp_path):
     assert not (tmp_path / "k.vmfb").exists()
 
 
+def test_cuda_code_generation_needs_no_opt_in(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_IREE_UNVALIDATED_TARGETS"}
+    out = tmp_path / "k.mlir"
+    r = cli("compile", "examples/kernels.py:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=64",
+            "--target", "cuda", "--emit-mlir", "-o", str(out), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "#iree_gpu.pipeline<TileAndFuse>" in out.read_text()
+
+
 def test_an_unsupported_construct_is_one_line_naming_the_users_line(tmp_path):
     src = tmp_path / "asm.py"
     src.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"

@@ -75,7 +75,8 @@ def test_a_crashing_iree_compile_is_one_line_with_its_signal_and_a_reproducer(tm
     assert not out.exists()
 
 
-def test_compile_refuses_gpu_targets_until_validated(tmp_path):
+def test_compile_refuses_gpu_targets_for_triton_shared_input(tmp_path):
+    """No GPU target is validated for linalg input (cuda is, for Triton kernels)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_IREE_UNVALIDATED_TARGETS"}
     for target in ("cuda", "hip", "vulkan"):
         r = subprocess.run([sys.executable, "-m", "triton_iree.cli", "compile", str(SEED), "--target", target,

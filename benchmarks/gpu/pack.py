@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-os.environ.setdefault("TRITON_IREE_UNVALIDATED_TARGETS", "1")   # codegen for cuda is not validated yet
+os.environ.setdefault("TRITON_IREE_UNVALIDATED_TARGETS", "1")   # for --target hip (not validated yet)
 
 from cases import CASES, specialization  # noqa: E402
 from triton_iree import aot  # noqa: E402

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import re
 import sys
 import tempfile
@@ -28,7 +27,6 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-os.environ.setdefault("TRITON_IREE_UNVALIDATED_TARGETS", "1")   # codegen for cuda is not validated yet
 
 MANIFEST = "codegen.json"
 

@@ -52,7 +52,7 @@ def _vmfb(kernel) -> str:
             compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
                                       options={"num_warps": md.num_warps, "num_stages": md.num_stages})
             k = native.from_compiled(compiled, dict(src.signature))
-            vmfb = compile_module(native.module(k), make_target("cuda", native=True), name=k.name)
+            vmfb = compile_module(native.module(k), make_target("cuda"), name=k.name)
             name = f"{k.name}-{len(_compiled)}.vmfb"
             (OUT / name).write_bytes(vmfb)
             _compiled[key] = name

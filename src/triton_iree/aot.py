@@ -220,7 +220,7 @@ def _compile_native(fn, full, values, attrs, target, arch, vmfb, num_warps, num_
     k = native.compile_triton(fn, full, values, arch=int(arch[3:].rstrip("a")), num_warps=num_warps,
                               num_stages=num_stages, attrs=attrs)
     module = native.module(k)
-    out = compile_module(module, make_target("cuda", native=True), name=k.name, use_cache=False) if vmfb else None
+    out = compile_module(module, make_target("cuda"), name=k.name, use_cache=False) if vmfb else None
     return AotKernel(k.name, module, out)
 
 

@@ -138,10 +138,11 @@ def _kept_module_path(output: str) -> str:
 
 def _cmd_compile(args) -> None:
     from . import compile as iree_compile
-    target = iree_compile.make_target(args.target, arch=None if args.native else args.arch, native=args.native)
+    triton_input = args.input.endswith(".py") or ".py:" in args.input   # FILE.py:KERNEL
+    target = iree_compile.make_target(args.target, arch=None if args.native else args.arch, triton=triton_input)
     if args.print_command:
         _stdout_taken(args, "--print-command")
-    if args.input.endswith(".py") or ".py:" in args.input:   # FILE.py:KERNEL
+    if triton_input:
         from . import aot
         if args.signature is None:
             raise SystemExit("triton-iree: error: compiling FILE.py:KERNEL needs --signature, "
