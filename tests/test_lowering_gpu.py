@@ -759,3 +759,55 @@ def test_a_masked_load_after_a_store_to_its_row_reads_the_row_after_the_store(tm
     stores = [i for i, s in enumerate(lines) if re.search(r"store .*ptr addrspace\(1\)", s)]
     loads = [i for i, s in enumerate(lines) if re.search(r"load.*ptr addrspace\(1\)", s) and "declare" not in s]
     assert stores and loads and max(loads) > min(stores)
+
+
+@triton.jit
+def _old_value_elsewhere_kernel(p_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(p_ptr + offs, mask=m)
+    tl.store(p_ptr + offs, v * 3, mask=m)
+    tl.store(out_ptr + offs, v + 1, mask=m)
+
+
+def test_a_store_followed_by_an_access_to_its_memory_makes_the_workgroup_wait():
+    """Another thread may read or write next what a thread stored (on the H200: the second load
+    of a row, stores to overlapping views): a gpu.barrier after such a store, and only there."""
+    from dataclasses import replace
+
+    from triton_iree import reader
+    from triton_iree.analysis import analyze
+    from triton_iree.backend.compiler import kernel_ttir
+    from triton_iree.lowering import emit_module, gpu_options
+    assert _module(_store_then_load_kernel, {"p_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, 4).count("gpu.barrier") == 1
+    sig = {"p_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+    assert "gpu.barrier" not in _module(_old_value_elsewhere_kernel, sig, {"BLOCK": 64}, 4)
+    k = reader.read_ttir(kernel_ttir(_old_value_elsewhere_kernel, {**sig, "BLOCK": "constexpr"}, {"BLOCK": 64}))
+    shared = emit_module(k, analyze(k), replace(gpu_options(4, "cuda", "sm_80"), may_alias=True))
+    assert shared.count("gpu.barrier") == 1   # arguments that share memory: out may overlap p
+
+
+def test_a_stores_copy_in_a_runtime_if_is_spread_over_the_threads():
+    """IREE's loop over the threads around the root left the other branch's copy undistributed,
+    and it stored its tile's first element only (on the H200)."""
+    text = _module(K.runtime_if_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "mode": "i32"},
+                   {"BLOCK": 128}, 4)
+    copies = [ln for ln in text.splitlines() if "linalg.copy" in ln]
+    assert len(copies) == 2 and all("thread = [1]" in c for c in copies)
+
+
+@triton.jit
+def _copy_3d_kernel(x_ptr, out_ptr, A, B, C, BA: tl.constexpr, BB: tl.constexpr, BC: tl.constexpr):
+    a = tl.program_id(0) * BA + tl.arange(0, BA)[:, None, None]
+    b = tl.arange(0, BB)[None, :, None]
+    c = tl.arange(0, BC)[None, None, :]
+    m = (a < A) & (b < B) & (c < C)
+    offs = a * B * C + b * C + c
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) - 3.0, mask=m)
+
+
+def test_a_masked_3d_tile_is_read_element_by_element():
+    """Its valid rows inserted into a fill in two nested loops came out wrong on the H200."""
+    text = _module(_copy_3d_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "A": "i32", "B": "i32", "C": "i32"},
+                   {"BA": 2, "BB": 4, "BC": 8}, 4)
+    assert "tensor.extract %" in text and "tensor.insert_slice" not in text
