@@ -16,6 +16,8 @@ from iree.compiler.tools.binaries import find_tool
 from triton_iree import aot, kernels as K
 from triton_iree.compile import COMMON_FLAGS
 
+from test_memory_order import raw_kernel, war_other_buffer_kernel   # the kernels wrong on the H200
+
 
 def _module(fn, sig, consts, num_warps):
     return aot.compile_kernel(fn, sig, consts, target="cuda", arch="sm_80", vmfb=False, num_warps=num_warps).module
@@ -741,33 +743,15 @@ def test_f32_square_roots_are_correctly_rounded_on_cuda(tmp_path):
     assert "sqrt.rn.f32" in ptx and "sqrt.approx" not in ptx
 
 
-@triton.jit
-def _store_then_load_kernel(p_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(p_ptr + offs, tl.load(p_ptr + offs, mask=m) * 2, mask=m)
-    w = tl.load(p_ptr + offs, mask=m)
-    tl.store(p_ptr + offs, w + 1, mask=m)
-
-
 def test_a_masked_load_after_a_store_to_its_row_reads_the_row_after_the_store(tmp_path):
     """The second load is a snapshot (memory order). As a pad of the load, IREE merged it with
     the first load's identical pad and read the row before the store (wrong on the H200): in the
     machine code some global load must come after the first global store."""
-    ir = _llvm_ir(_module(_store_then_load_kernel, {"p_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, 4), tmp_path)
+    ir = _llvm_ir(_module(raw_kernel, {"p_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, 4), tmp_path)
     lines = ir.splitlines()
     stores = [i for i, s in enumerate(lines) if re.search(r"store .*ptr addrspace\(1\)", s)]
     loads = [i for i, s in enumerate(lines) if re.search(r"load.*ptr addrspace\(1\)", s) and "declare" not in s]
     assert stores and loads and max(loads) > min(stores)
-
-
-@triton.jit
-def _old_value_elsewhere_kernel(p_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    v = tl.load(p_ptr + offs, mask=m)
-    tl.store(p_ptr + offs, v * 3, mask=m)
-    tl.store(out_ptr + offs, v + 1, mask=m)
 
 
 def test_a_store_followed_by_an_access_to_its_memory_makes_the_workgroup_wait():
@@ -779,10 +763,10 @@ def test_a_store_followed_by_an_access_to_its_memory_makes_the_workgroup_wait():
     from triton_iree.analysis import analyze
     from triton_iree.backend.compiler import kernel_ttir
     from triton_iree.lowering import emit_module, gpu_options
-    assert _module(_store_then_load_kernel, {"p_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, 4).count("gpu.barrier") == 1
+    assert _module(raw_kernel, {"p_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, 4).count("gpu.barrier") == 1
     sig = {"p_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
-    assert "gpu.barrier" not in _module(_old_value_elsewhere_kernel, sig, {"BLOCK": 64}, 4)
-    k = reader.read_ttir(kernel_ttir(_old_value_elsewhere_kernel, {**sig, "BLOCK": "constexpr"}, {"BLOCK": 64}))
+    assert "gpu.barrier" not in _module(war_other_buffer_kernel, sig, {"BLOCK": 64}, 4)
+    k = reader.read_ttir(kernel_ttir(war_other_buffer_kernel, {**sig, "BLOCK": "constexpr"}, {"BLOCK": 64}))
     shared = emit_module(k, analyze(k), replace(gpu_options(4, "cuda", "sm_80"), may_alias=True))
     assert shared.count("gpu.barrier") == 1   # arguments that share memory: out may overlap p
 
