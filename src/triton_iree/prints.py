@@ -193,8 +193,8 @@ class Printer:
         import torch
         n = max(1, grid[0] * grid[1] * grid[2])
         cap = self.capacity(n)
-        # The logs live where the kernel's tensors do (a GPU's memory for a GPU launch).
-        device = next((v.device for v in values if isinstance(v, torch.Tensor)), "cpu")
+        from .runtime import launch_device   # not at the top: runtime needs iree.runtime
+        device = launch_device(values)
         logs = [torch.zeros(n * cap * max(1, math.prod(v["shape"])), dtype=getattr(torch, _TORCH[v["dtype"]]),
                             device=device) for v in self.values]
         sites = torch.zeros(n * cap, dtype=torch.int32, device=device)

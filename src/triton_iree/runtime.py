@@ -133,6 +133,13 @@ def torch_uint8():
     return torch.uint8
 
 
+def launch_device(values: Sequence[Any]):
+    """Where a launch's tensors live (a GPU's memory for a GPU launch; the CPU without tensors):
+    the extra buffers a launch passes (prints' logs, checked mode's records) go there too."""
+    import torch
+    return next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device("cpu"))
+
+
 def torch_stream_sync() -> None:
     """Orders a GPU launch after the work torch queued: waits for torch's current CUDA stream.
     IREE runs the launch on streams of its own and returns when it has finished, so work that
@@ -506,8 +513,7 @@ class Checks:
         # Each buffer's extent in elements, and its pointer's offset inside it.
         bounds = {name: (nbytes // v.element_size(), lead) for (name, v), (_, nbytes, lead) in zip(buffers, spans)}
         n = grid[0] * grid[1] * grid[2]
-        device = next((v.device for _, v in buffers), "cpu")   # the launch's device (a GPU's tensors)
-        records = torch.zeros((max(n, 1), RECORD_FIELDS), dtype=torch.int64, device=device)
+        records = torch.zeros((max(n, 1), RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
         kernel.launch([*plans, *self.plans], [*values, records, *(e for e, _ in bounds.values())], grid,
                       shared=shared)
         failed = torch.nonzero(records[:n, 0])
