@@ -17,6 +17,7 @@ from triton_iree import aot, kernels as K
 from triton_iree.compile import COMMON_FLAGS
 
 from test_memory_order import raw_kernel, war_other_buffer_kernel   # the kernels wrong on the H200
+import test_tiles_in_loops as tiles_in_loops
 
 
 def _module(fn, sig, consts, num_warps):
@@ -795,3 +796,23 @@ def test_a_masked_3d_tile_is_read_element_by_element():
     text = _module(_copy_3d_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "A": "i32", "B": "i32", "C": "i32"},
                    {"BA": 2, "BB": 4, "BC": 8}, 4)
     assert "tensor.extract %" in text and "tensor.insert_slice" not in text
+
+
+TILE_LOOP_SIG = {"x_ptr": "*fp32", "o_ptr": "*fp32", "M": "i32", "K": "i32", "sxm": "i32", "sxk": "i32",
+                 "som": "i32", "sok": "i32"}
+
+
+@pytest.mark.parametrize("fn, column_major", [(tiles_in_loops.pointer_transpose, False),
+                                              (tiles_in_loops.pointer_transpose, True),
+                                              (tiles_in_loops.column_sums, False)])
+def test_a_tile_loaded_in_a_kernel_loop_is_shared_by_the_threads(fn, column_major, tmp_path):
+    """A tile whose elements one thread loads and another reads (stored transposed, or reduced
+    along its first axis) is assembled in workgroup memory, also in a kernel loop. IREE put such
+    a tile, loaded in a loop, in each thread's private memory: each thread loaded its share into
+    its own copy and stored the rest uninitialized (a transposed copy through block pointers on an
+    H200: 134 of 7000 elements written). A whole-tile stack array is that private copy."""
+    text = _module(fn, TILE_LOOP_SIG, {"BM": 32, "BK": 8, "COLUMN_MAJOR": int(column_major)}, 4)
+    allocs = re.findall(r"bufferization\.alloc_tensor\(\).*", text)
+    assert allocs and all("<{memory_space = #gpu.address_space<workgroup>}>" in a for a in allocs), allocs
+    ir = _llvm_ir(text, tmp_path)
+    assert _stack_arrays(ir) == [] and "addrspace(3)" in ir and "llvm.nvvm.barrier" in ir

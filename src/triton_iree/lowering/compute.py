@@ -207,20 +207,25 @@ class ComputeEmitter(EmitterBase):
         self.bind(("t", v.id), _Tensor(name, tuple(range(len(v.shape))), v.type.mlir()))
         return name
 
-    def _empty(self, ty: str) -> str:
+    def _empty(self, ty: str, shared: bool = False) -> str:
         """A new tile to write into. While a snapshot load is emitted, a fresh allocation: then
-        IREE cannot merge the load's ops with identical ones from before a store."""
+        IREE cannot merge the load's ops with identical ones from before a store. `shared`: an
+        allocation in `alloc_space` too (a tile that the threads assemble together)."""
         e = self.fresh("e")
-        self.w(f"{e} = bufferization.alloc_tensor(){self.alloc_space} : {ty}" if self.snapshotting else f"{e} = tensor.empty() : {ty}")
+        if self.snapshotting or shared:
+            self.w(f"{e} = bufferization.alloc_tensor(){self.alloc_space} : {ty}")
+        else:
+            self.w(f"{e} = tensor.empty() : {ty}")
         return e
 
-    def _fill(self, scalar: str, ty: t.TileType, stored: bool = False) -> str:
-        """`scalar` broadcast to a tile; `stored`: the one element a scalar store writes. Such a
-        fill, and one into workgroup memory (a snapshot load's tile), is spread over the threads
-        on its own on CUDA and HIP (`_configure`)."""
-        e, f = self._empty(ty.mlir()), self.fresh("fill")
+    def _fill(self, scalar: str, ty: t.TileType, stored: bool = False, shared: bool = False) -> str:
+        """`scalar` broadcast to a tile; `stored`: the one element a scalar store writes;
+        `shared`: into an allocation of its own (`_empty`). Such a fill, and one into workgroup
+        memory (a snapshot load's tile), is spread over the threads on its own on CUDA and HIP
+        (`_configure`)."""
+        e, f = self._empty(ty.mlir(), shared), self.fresh("fill")
         slot = self._config_slot("fill", ty.shape, ("parallel",) * len(ty.shape), _bytes(ty.dtype),
-                                 spread=stored or self.snapshotting)
+                                 spread=stored or self.snapshotting or shared)
         self.w(f"{f} = linalg.fill {slot}ins({scalar} : {ty.dtype}) outs({e} : {ty.mlir()}) -> {ty.mlir()}")
         self.fills[f] = scalar
         return f

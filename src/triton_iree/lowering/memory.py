@@ -214,7 +214,7 @@ class MemoryEmitter(EmitterBase):
         rows, cols = shape[outer], shape[inner]
         dt = p.dtype
         tile_ty = t.TileType((rows, cols), dt)
-        init = self._fill(other, tile_ty)
+        init = self._tile_init(other, tile_ty)
         cond = None if checked else self._and(self._slab_conditions(op, acc, outer, inner))
         if cond is not None:
             res = self.fresh("ld")
@@ -410,16 +410,23 @@ class MemoryEmitter(EmitterBase):
         if ranges is None:
             init = None
             if outer:
-                # LLVMGPU: rows inserted into a tensor.empty are loaded into each thread's own
-                # stack, each thread its share of the rows' elements, and the ops that read the
-                # tile read other threads' shares from their own stacks (an unmasked 8 x 32 tile
-                # summed or doubled); inserted into a fill, the tile is in workgroup memory.
-                init = self._fill(other, rty) if self.llvmgpu else self._empty(rty.mlir())
+                init = self._tile_init(other, rty) if self.llvmgpu else self._empty(rty.mlir())
         elif init is None and not padded:
-            init = self._fill(other, rty)
+            init = self._tile_init(other, rty)
         if not outer:
             return row({}, init)
         return self._row_loops(outer, shape, ranges, init, rty, row)
+
+    def _tile_init(self, other: str, rty: t.TileType) -> str:
+        """The tile of `other` that a load inserts its rows or its valid box into.
+
+        LLVMGPU: in workgroup memory, explicitly. IREE's TileAndFuse pipeline spreads the inserting
+        copies over the threads, and places a destination it does not see used by a
+        thread-distributed loop in each thread's private memory: each thread then holds only its
+        share of the tile, and the ops that read it (a transpose, a reduction, a sum) read the other
+        threads' shares uninitialized. Which destinations it keeps in workgroup memory differs with
+        the program's shape (a tile loaded in a kernel loop and stored transposed was private)."""
+        return self._fill(other, rty, shared=self.llvmgpu)
 
     def _gpu_pads(self) -> bool:
         """LLVMGPU targets: a masked 1-D row is loaded as a tensor.pad of its valid part, which
