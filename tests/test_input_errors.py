@@ -1,0 +1,49 @@
+"""Mistakes in the input (a kernel, triton-shared IR, the arguments of a launch): each is the
+project's own error, naming the input's line or the argument, never a crash or a traceback."""
+import inspect
+from pathlib import Path
+
+import pytest
+import triton
+import triton.language as tl
+
+from triton_iree import aot
+from triton_iree.errors import InputError
+from triton_iree.ttshared import prepare
+
+DATA = Path(__file__).parent / "data" / "ttshared"
+
+
+def _add_kernel_scaled(factor: int) -> str:
+    """triton-shared's add kernel with its block offset multiplied by `factor` (line 9)."""
+    text = (DATA / "ttshared_add_kernel_ranked.mlir").read_text()
+    text = text.replace("%c1024 = arith.constant 1024 : index",
+                        f"%c1024 = arith.constant 1024 : index\n    %factor = arith.constant {factor} : index", 1)
+    return text.replace("%1 = arith.index_cast %0 : i32 to index",
+                        "%scaled = arith.index_cast %0 : i32 to index\n"
+                        "    %1 = arith.muli %scaled, %factor : index", 1)
+
+
+def test_index_arithmetic_overflowing_i64_in_triton_shared_input_is_the_inputs_error_at_its_line():
+    assert "flow.dispatch.workgroups" in prepare(_add_kernel_scaled(3), "add.mlir")
+    text = _add_kernel_scaled(2 ** 62)
+    line = text.splitlines().index("    %1 = arith.muli %scaled, %factor : index") + 1
+    with pytest.raises(InputError, match="overflow") as e:
+        prepare(text, "add.mlir")
+    assert e.value.loc.startswith(f"add.mlir:{line}:") and "a bug" not in str(e.value)
+
+
+@triton.jit
+def _huge_stride_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    big = offs.to(tl.int64) * 4611686018427387904 * 8
+    tl.store(y_ptr + big, tl.load(x_ptr + big, mask=mask), mask=mask)
+
+
+def test_index_arithmetic_overflowing_i64_in_a_kernel_is_the_inputs_error_at_its_line():
+    src, first = inspect.getsourcelines(_huge_stride_kernel.fn)
+    line = first + next(i for i, s in enumerate(src) if "4611686018427387904" in s)
+    with pytest.raises(InputError, match="overflow") as e:
+        aot.compile_kernel(_huge_stride_kernel, "x_ptr=*fp32,y_ptr=*fp32,n=i32", {"BLOCK": 64}, vmfb=False)
+    assert f"{Path(__file__).name}:{line}:" in e.value.loc and "a bug" not in str(e.value)
