@@ -47,3 +47,25 @@ def test_index_arithmetic_overflowing_i64_in_a_kernel_is_the_inputs_error_at_its
     with pytest.raises(InputError, match="overflow") as e:
         aot.compile_kernel(_huge_stride_kernel, "x_ptr=*fp32,y_ptr=*fp32,n=i32", {"BLOCK": 64}, vmfb=False)
     assert f"{Path(__file__).name}:{line}:" in e.value.loc and "a bug" not in str(e.value)
+
+
+def test_prepare_dumps_its_stages_to_the_dump_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_IREE_DUMP_DIR", str(tmp_path))
+    text = (DATA / "ttshared_add_kernel_ranked.mlir").read_text()
+    module = prepare(text, "add.mlir")
+    where, = (tmp_path / "add_kernel").iterdir()
+    assert (where / "add_kernel.ttshared.mlir").read_text() == text
+    assert (where / "add_kernel.iree.mlir").read_text() == module
+    script = (where / "iree-compile.sh").read_text()
+    assert "add_kernel.iree.mlir" in script and "--iree-hal-target-backends=llvm-cpu" in script
+
+
+def test_prepare_dumps_a_module_that_does_not_verify(tmp_path, monkeypatch):
+    """The advice of the invalid-module error (report it with the dumped module) can be followed."""
+    from triton_iree import CompileError, lowering
+    monkeypatch.setenv("TRITON_IREE_DUMP_DIR", str(tmp_path))
+    monkeypatch.setattr(lowering, "emit_module", lambda *a, **k: "module { not.mlir }")
+    with pytest.raises(CompileError, match="invalid module"):
+        prepare(_add_kernel_scaled(3), "add.mlir")
+    where, = (tmp_path / "add_kernel").iterdir()
+    assert (where / "add_kernel.iree.mlir").read_text() == "module { not.mlir }"

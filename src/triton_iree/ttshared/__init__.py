@@ -33,6 +33,7 @@ allocs, copies, element access, tensors), `linalg`, `control` (scf.for, scf.if),
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Optional
 
@@ -153,8 +154,23 @@ def read_ttshared(text: str, filename: Optional[str] = None) -> t.Kernel:
 def prepare(text: str, filename: Optional[str] = None) -> str:
     """triton-shared's linalg + memref output -> an IREE input module (MLIR text).
 
-    `filename` names the input in error locations (MLIR calls parsed text '-').
+    `filename` names the input in error locations (MLIR calls parsed text '-'). With
+    TRITON_IREE_DUMP_DIR set, the input, the module and its llvm-cpu iree-compile script go to
+    `<kernel>/<first digits of the input's sha256>/` there, the module also when it is invalid.
     """
+    from .. import compile as iree_compile
     from .. import lowering
+    from ..errors import CompileError
     kernel = read_ttshared(text, filename)
-    return lowering.lower(kernel)
+    where = f"{kernel.name}/{hashlib.sha256(text.encode()).hexdigest()[:iree_compile.SPEC_DIGITS]}"
+    iree_compile.dump(where, f"{kernel.name}.ttshared.mlir", text)
+    try:
+        module = lowering.lower(kernel)
+    except CompileError as e:
+        if hasattr(e, "module_text"):
+            iree_compile.dump(where, f"{kernel.name}.iree.mlir", e.module_text)
+        raise
+    if iree_compile.dump_root() is not None:
+        iree_compile.dump_module(where, kernel.name, module, iree_compile.make_target("llvm-cpu"),
+                                 iree_compile.env_flags())
+    return module
