@@ -69,3 +69,22 @@ def test_prepare_dumps_a_module_that_does_not_verify(tmp_path, monkeypatch):
         prepare(_add_kernel_scaled(3), "add.mlir")
     where, = (tmp_path / "add_kernel").iterdir()
     assert (where / "add_kernel.iree.mlir").read_text() == "module { not.mlir }"
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "triton_iree.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_compile_and_prepare_given_prepared_output_say_it_is_already_prepared(tmp_path, dtype):
+    text = (DATA / "ttshared_add_kernel_ranked.mlir").read_text().replace("f32", dtype)
+    prepared = tmp_path / "add.iree.mlir"
+    prepared.write_text(prepare(text, "add.mlir"))
+    for command in ("compile", "prepare"):
+        r = _cli(command, str(prepared), "-o", str(tmp_path / "out"))
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        line, = r.stderr.strip().splitlines()
+        assert line.startswith("triton-iree: error: the input is already prepared") and str(prepared) in line
+        assert not (tmp_path / "out").exists()

@@ -82,9 +82,22 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
                 raise self._unsupported(others[0], "only func.func is supported at module level")
             # Declarations (external functions) may sit beside the kernel; calls to them fail later.
             funcs = [op for op in ops if op.operation.regions[0].blocks]
+            self._refuse_prepared(funcs)
             if len(funcs) != 1:
                 raise InputError(f"expected one func.func with a body in the module, found {len(funcs)}")
             return self._read_func(funcs[0])
+
+    def _refuse_prepared(self, funcs) -> None:
+        """The IREE input form that `prepare` writes (a function around flow.dispatch.workgroups)
+        is its output, not triton-shared's: say so rather than fail on its tensor arguments."""
+        for func in funcs:
+            for op in func.operation.regions[0].blocks[0].operations:
+                if op.operation.name == "flow.dispatch.workgroups":
+                    raise InputError("the input is already prepared: it is an IREE input module (as `triton-iree "
+                                     "prepare` writes it), not triton-shared's output; compile it with iree-compile "
+                                     "(`triton-iree prepare --print-flags` prints the flags)",
+                                     kernel=ir.StringAttr(func.attributes["sym_name"]).value,
+                                     loc=self.loc(op) or None)
 
     def _check_index_lists(self) -> None:
         """MLIR's parser crashes (SIGSEGV) on a malformed index list of linalg.reduce,
