@@ -1,6 +1,12 @@
 """Mistakes in the input (a kernel, triton-shared IR, the arguments of a launch): each is the
 project's own error, naming the input's line or the argument, never a crash or a traceback."""
 import inspect
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -72,8 +78,6 @@ def test_prepare_dumps_a_module_that_does_not_verify(tmp_path, monkeypatch):
 
 
 def _cli(*args):
-    import subprocess
-    import sys
     return subprocess.run([sys.executable, "-m", "triton_iree.cli", *args], capture_output=True, text=True)
 
 
@@ -88,3 +92,53 @@ def test_compile_and_prepare_given_prepared_output_say_it_is_already_prepared(tm
         line, = r.stderr.strip().splitlines()
         assert line.startswith("triton-iree: error: the input is already prepared") and str(prepared) in line
         assert not (tmp_path / "out").exists()
+
+
+def _fake_iree_compile(tmp_path, monkeypatch, body: str) -> None:
+    """Makes iree.compiler find a shell script as iree-compile; temporary files go to tmp_path."""
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    exe = tools / "iree-compile"
+    exe.write_text("#!/bin/sh\n" + body + "\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("IREE_TOOL_PATH", str(tools))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+
+def _compile_in_child(name: str) -> "subprocess.Popen":
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        from triton_iree import compile as c
+        c.compile_module("module {{}}", c.make_target(), name="{name}", use_cache=False)
+    """)], stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kills a child process")
+def test_the_working_directory_of_a_compile_killed_midway_is_removed_by_the_next_compile(tmp_path, monkeypatch):
+    from triton_iree import CompileError
+    from triton_iree import compile as iree_compile
+    started = tmp_path / "started"
+    _fake_iree_compile(tmp_path, monkeypatch, f"touch {started}\nexec sleep 120")
+    victims = []
+    for i in range(2):
+        started.unlink(missing_ok=True)
+        child = _compile_in_child(f"victim{i}")
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert child.poll() is None and time.monotonic() < deadline, "iree-compile never started"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        victims += list(tmp_path.glob(f"triton-iree-*victim{i}-*"))
+    assert len(victims) == 2
+    # A crashed compile keeps its input for the reproducer; the next compile keeps it too.
+    _fake_iree_compile(tmp_path, monkeypatch, "kill -SEGV $$")
+    crashed = _compile_in_child("crashed")
+    assert crashed.wait() != 0
+    kept, = tmp_path.glob("triton-iree-*crashed-*")
+    _fake_iree_compile(tmp_path, monkeypatch, "exit 1")
+    with pytest.raises(CompileError):
+        iree_compile.compile_module("module {}", iree_compile.make_target(), name="next", use_cache=False)
+    assert not any(v.exists() for v in victims)
+    assert (kept / "crashed.iree.mlir").read_text() == "module {}"
+    assert not list(tmp_path.glob("triton-iree-*next-*"))
