@@ -7,14 +7,17 @@ import sys
 import tempfile
 import textwrap
 import time
+import traceback
+import warnings
 from pathlib import Path
 
 import pytest
+import torch
 import triton
 import triton.language as tl
 
 from triton_iree import aot
-from triton_iree.errors import InputError
+from triton_iree.errors import InputError, LaunchError
 from triton_iree.ttshared import prepare
 
 DATA = Path(__file__).parent / "data" / "ttshared"
@@ -142,3 +145,83 @@ def test_the_working_directory_of_a_compile_killed_midway_is_removed_by_the_next
     assert not any(v.exists() for v in victims)
     assert (kept / "crashed.iree.mlir").read_text() == "module {}"
     assert not list(tmp_path.glob("triton-iree-*next-*"))
+
+
+@triton.jit
+def _scale_kernel(x_ptr, y_ptr, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * s, mask=m)
+
+
+_SCALE_SIGNATURE = "x_ptr=*fp32,y_ptr=*fp32,n=i32,s=fp32"
+
+
+@pytest.fixture(scope="module")
+def scale_launcher():
+    k = aot.compile_kernel(_scale_kernel, _SCALE_SIGNATURE, {"BLOCK": 16})
+    return aot.Launcher(k.vmfb, k.name, _SCALE_SIGNATURE)
+
+
+def _quantized():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.quantize_per_tensor(torch.rand(64), 0.1, 0, torch.qint8)
+
+
+def test_launcher_refuses_tensors_of_another_dtype_than_the_signature_before_anything_runs(scale_launcher):
+    x = torch.rand(53)
+    y = torch.full((64,), 7.0)
+    for bad in (torch.rand(64, dtype=torch.float16), torch.zeros(64, dtype=torch.complex64),
+                torch.zeros(64, dtype=torch.int32), torch.zeros(64, dtype=torch.bool), _quantized()):
+        with pytest.raises(LaunchError, match=rf"argument 'x_ptr' is a tensor of {str(bad.dtype)[6:]}, .*float32"):
+            scale_launcher(bad, y, 53, 2.0, grid=(4,))
+        with pytest.raises(LaunchError, match="argument 'y_ptr'"):
+            scale_launcher(x, bad, 53, 2.0, grid=(4,))
+        assert torch.all(y == 7.0)
+    with pytest.raises(LaunchError, match="argument 'x_ptr' is on meta"):
+        scale_launcher(torch.empty(64, device="meta"), y, 53, 2.0, grid=(4,))
+    xs = torch.rand(107)[3:56]   # at an offset in its storage, not a multiple of the block
+    scale_launcher(xs, y, 53, 2.0, grid=(4,))
+    assert torch.equal(y[:53], xs * 2.0) and torch.all(y[53:] == 7.0)
+
+
+@pytest.mark.parametrize("grid", [(), (1, 1, 1, 1), (1.5,), 4, None])
+def test_launcher_refuses_grids_that_are_not_1_to_3_integers(scale_launcher, grid):
+    y = torch.full((64,), 7.0)
+    with pytest.raises(LaunchError, match="grid must be 1 to 3 integers"):
+        scale_launcher(torch.rand(64), y, 53, 2.0, grid=grid)
+    assert torch.all(y == 7.0)
+
+
+@pytest.mark.parametrize("n,s,match", [(2 ** 64, 1.0, "argument 'n'"), (4, 2 ** 2000, "argument 's' must be a fp32"),
+                                       (4, "a", "argument 's' must be a fp32"), (4, None, "argument 's'")],
+                         ids=["n=2**64", "s=2**2000", "s='a'", "s=None"])
+def test_launcher_refuses_scalars_that_do_not_fit_with_the_arguments_name(scale_launcher, n, s, match):
+    y = torch.full((64,), 7.0)
+    with pytest.raises(LaunchError, match=match):
+        scale_launcher(torch.rand(64), y, n, s, grid=(1,))
+    assert torch.all(y == 7.0)
+
+
+@pytest.mark.parametrize("case,error,match", [
+    ("complex64", KeyError, "complex64"), ("qint8", KeyError, "qint8"), ("empty grid", IndexError, "out of range"),
+    ("2**64", OverflowError, "too large"), ("-2**63-1", OverflowError, "too large")])
+def test_triton_refuses_these_launches_itself_before_the_backend_runs(case, error, match, monkeypatch):
+    """kernel[grid](...) with these arguments fails in Triton's own launch code (its signature
+    and specialization), before triton-iree's backend sees the launch: they stay Triton's errors."""
+    import triton_iree
+    from triton_iree import runtime
+    launched = []
+    monkeypatch.setattr(runtime.LoadedKernel, "launch", lambda *a, **k: launched.append(a))
+    x, y = torch.rand(64), torch.zeros(64)
+    args = {"complex64": lambda: ((1,), torch.zeros(64, dtype=torch.complex64), y, 64),
+            "qint8": lambda: ((1,), _quantized(), y, 64), "empty grid": lambda: ((), x, y, 64),
+            "2**64": lambda: ((1,), x, y, 2 ** 64), "-2**63-1": lambda: ((1,), x, y, -2 ** 63 - 1)}[case]
+    grid, *rest = args()
+    with pytest.raises(error, match=match) as e:
+        _scale_kernel[grid](*rest, 2.0, BLOCK=16)
+    files = [f.filename for f in traceback.extract_tb(e.tb)]
+    ours = str(Path(triton_iree.__file__).parent)
+    assert not [f for f in files if f.startswith(ours)], files
+    assert any(f.startswith(str(Path(triton.__file__).parent)) for f in files) and not launched
