@@ -97,6 +97,18 @@ def test_compile_and_prepare_given_prepared_output_say_it_is_already_prepared(tm
         assert not (tmp_path / "out").exists()
 
 
+def test_a_native_mode_module_is_recognized_as_already_prepared():
+    from triton_iree import native
+    args = tuple(native.kernel_args({"x_ptr": "*fp32", "n": "i32"}, "k"))
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n .param .u64 k_param_0,\n"
+           " .param .u32 k_param_1,\n .param .u64 k_param_2,\n .param .u64 k_param_3\n)\n{\n ret;\n}\n")
+    text = native.module(native.NativeKernel("k", ptx, args, 4, 0, (0, 0)))
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if "hal.executable.source" in s)
+    with pytest.raises(InputError, match="already prepared") as e:
+        prepare(text, "k.iree.mlir")
+    assert e.value.loc.startswith(f"k.iree.mlir:{line}:")
+
+
 def _fake_iree_compile(tmp_path, monkeypatch, body: str) -> None:
     """Makes iree.compiler find a shell script as iree-compile; temporary files go to tmp_path."""
     tools = tmp_path / "tools"

@@ -50,6 +50,8 @@ from .values import BufView
 __all__ = ["TTSharedReader", "prepare", "read_ttshared"]
 
 GRID_ARGS = 6   # num_programs x, y, z, then program_id x, y, z
+# Dialects of IREE's input form, which triton-shared never emits.
+_IREE_DIALECTS = ("flow", "hal", "stream", "util", "iree_tensor_ext")
 
 # The index lists of linalg.reduce / linalg.broadcast (`dimensions = [...]`) and
 # linalg.transpose (`permutation = [...]`) in their custom assembly forms.
@@ -77,26 +79,28 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
                     raise InputError(f"input does not parse: {msg}", loc=where or None) from None
                 raise InputError("input does not parse: " + " ".join(str(e).split())) from None
             ops = list(module.body.operations)
+            self._refuse_prepared(ops)
             others = [op for op in ops if op.operation.name != "func.func"]
             if others:
                 raise self._unsupported(others[0], "only func.func is supported at module level")
             # Declarations (external functions) may sit beside the kernel; calls to them fail later.
             funcs = [op for op in ops if op.operation.regions[0].blocks]
-            self._refuse_prepared(funcs)
             if len(funcs) != 1:
                 raise InputError(f"expected one func.func with a body in the module, found {len(funcs)}")
             return self._read_func(funcs[0])
 
-    def _refuse_prepared(self, funcs) -> None:
-        """The IREE input form that `prepare` writes (a function around flow.dispatch.workgroups)
-        is its output, not triton-shared's: say so rather than fail on its tensor arguments."""
-        for func in funcs:
-            for op in func.operation.regions[0].blocks[0].operations:
-                if op.operation.name == "flow.dispatch.workgroups":
+    def _refuse_prepared(self, ops) -> None:
+        """An IREE input module, as `prepare` and `triton-iree compile --emit-mlir` write them (IREE
+        ops at module level or in a function's body: flow.dispatch.workgroups, a native kernel's
+        hal.executable.source), is not triton-shared's output: say so rather than fail on its types."""
+        for top in ops:
+            inner = [op for r in top.operation.regions for b in r.blocks for op in b.operations] \
+                if top.operation.name == "func.func" else []
+            for op in (top, *inner):
+                if op.operation.name.split(".", 1)[0] in _IREE_DIALECTS:
                     raise InputError("the input is already prepared: it is an IREE input module (as `triton-iree "
-                                     "prepare` writes it), not triton-shared's output; compile it with iree-compile "
+                                     "prepare` and `compile --emit-mlir` write them), not triton-shared's output; compile it with iree-compile "
                                      "(`triton-iree prepare --print-flags` prints the flags)",
-                                     kernel=ir.StringAttr(func.attributes["sym_name"]).value,
                                      loc=self.loc(op) or None)
 
     def _check_index_lists(self) -> None:
