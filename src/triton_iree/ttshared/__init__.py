@@ -99,9 +99,9 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
             for op in (top, *inner):
                 if op.operation.name.split(".", 1)[0] in _IREE_DIALECTS:
                     raise InputError("the input is already prepared: it is an IREE input module (as `triton-iree "
-                                     "prepare` and `compile --emit-mlir` write them), not triton-shared's output; compile it with iree-compile "
-                                     "(`triton-iree prepare --print-flags` prints the flags)",
-                                     loc=self.loc(op) or None)
+                                     "prepare` and `compile --emit-mlir` write them), not triton-shared's output; "
+                                     "compile it with iree-compile (`triton-iree prepare --print-flags` prints the "
+                                     "flags)", loc=self.loc(op) or None)
 
     def _check_index_lists(self) -> None:
         """MLIR's parser crashes (SIGSEGV) on a malformed index list of linalg.reduce,
