@@ -237,3 +237,16 @@ def test_triton_refuses_these_launches_itself_before_the_backend_runs(case, erro
     ours = str(Path(triton_iree.__file__).parent)
     assert not [f for f in files if f.startswith(ours)], files
     assert any(f.startswith(str(Path(triton.__file__).parent)) for f in files) and not launched
+
+
+def test_an_offset_plus_a_constant_beyond_i64_is_the_inputs_error_at_the_access():
+    """The overflow is in the bound that the full-tile version of the program checks (offset +
+    tile size), computed from the input's constants: reported at the access it bounds."""
+    text = _add_kernel_scaled(3).replace("%1 = arith.muli %scaled, %factor", "%1 = arith.addi %scaled, %factor")
+    assert "flow.dispatch.workgroups" in prepare(text, "add.mlir")
+    text = _add_kernel_scaled(2 ** 63 - 1).replace("%1 = arith.muli %scaled, %factor",
+                                                   "%1 = arith.addi %scaled, %factor")
+    line = 1 + next(i for i, s in enumerate(text.splitlines()) if s.strip().startswith("memref.copy"))
+    with pytest.raises(InputError, match="overflow.*9223372036854776831") as e:
+        prepare(text, "add.mlir")
+    assert e.value.loc.startswith(f"add.mlir:{line}:")

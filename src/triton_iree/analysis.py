@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from . import tile as t
-from .errors import InputError, python_name
+from .errors import InputError, tile_op_name
 
 # --- polynomials over scalar atoms ---------------------------------------------------------
 
@@ -218,6 +218,17 @@ class Bound:
     value: Optional[t.Value] = None
 
 
+def in_i64(p: Poly, op: t.Op, kernel: str) -> Poly:
+    """`p`, an offset or bound that `op` computes, if its coefficients fit in i64: else the
+    input's index arithmetic overflows (a coefficient is a product or sum of its constants)."""
+    bad = next((c for c in p.terms.values() if not -2 ** 63 <= c < 2 ** 63), None)
+    if bad is not None:
+        raise InputError(f"integer overflow in the input: {tile_op_name(op)} makes an offset or bound whose "
+                         f"constant term or multiplier {bad} does not fit in 64 bits (offsets multiplied or "
+                         f"added with constants too large)", kernel=kernel, loc=op.loc or None)
+    return p
+
+
 def full_bounds(box: Box, shape: tuple[int, ...]) -> list[Bound]:
     """Conditions that all hold exactly when every index of a `shape` tile is inside `box`."""
     out = []
@@ -307,14 +318,7 @@ class _Analyzer:
         return Poly.atom(v)
 
     def _in_i64(self, p: Poly, op: t.Op) -> Poly:
-        """`p`, the value of integer op `op`, if its coefficients fit in i64: else the input's
-        index arithmetic overflows (a coefficient is a product or sum of its constants)."""
-        bad = next((c for c in p.terms.values() if not -2 ** 63 <= c < 2 ** 63), None)
-        if bad is not None:
-            raise InputError(f"integer overflow in the input: {python_name(op.opname)} computes an index with "
-                             f"the factor {bad}, outside the 64-bit integers (offsets multiplied by "
-                             f"constants too large)", kernel=self.kernel.name, loc=op.loc or None)
-        return p
+        return in_i64(p, op, self.kernel.name)
 
     # -- affine forms of integer tiles ---------------------------------------------------
     def affine(self, v: t.Value) -> Optional[Affine]:
@@ -722,6 +726,8 @@ def version_plan(kernel: t.Kernel, facts: Facts) -> VersionPlan:
                 break
         if not ok:
             continue
+        for p in [b.poly for b in top if b.poly is not None] + [c for c, _ in (peel[1] if peel else [])]:
+            in_i64(p, op, kernel.name)   # the emitter computes these
         plan.top += top
         if peel is None:
             plan.full.add(id(op))
