@@ -24,7 +24,7 @@ DATA = Path(__file__).parent / "data" / "ttshared"
 
 
 def _add_kernel_scaled(factor: int) -> str:
-    """triton-shared's add kernel with its block offset multiplied by `factor` (line 9)."""
+    """triton-shared's add kernel with its block offset multiplied by `factor`."""
     text = (DATA / "ttshared_add_kernel_ranked.mlir").read_text()
     text = text.replace("%c1024 = arith.constant 1024 : index",
                         f"%c1024 = arith.constant 1024 : index\n    %factor = arith.constant {factor} : index", 1)
