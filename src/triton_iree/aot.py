@@ -234,7 +234,8 @@ class Launcher:
 
     `signature`: the non-constexpr parameters' types as given to `compile_kernel` (hints are
     ignored here); `args` are those parameters' values in order: torch tensors for pointers
-    (CUDA tensors for cuda), Python numbers for scalars. Kernels write into the tensors in place.
+    (CUDA tensors for cuda) of the signature's dtypes, Python numbers for scalars. Kernels write
+    into the tensors in place.
     Needs iree-base-runtime and torch only.
     """
 
