@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from . import tile as t
+from .errors import InputError, tile_op_name
 
 # --- polynomials over scalar atoms ---------------------------------------------------------
 
@@ -217,6 +218,17 @@ class Bound:
     value: Optional[t.Value] = None
 
 
+def in_i64(p: Poly, op: t.Op, kernel: str) -> Poly:
+    """`p`, an offset or bound that `op` computes, if its coefficients fit in i64: else the
+    input's index arithmetic overflows (a coefficient is a product or sum of its constants)."""
+    bad = next((c for c in p.terms.values() if not -2 ** 63 <= c < 2 ** 63), None)
+    if bad is not None:
+        raise InputError(f"integer overflow in the input: {tile_op_name(op)} makes an offset or bound whose "
+                         f"constant term or multiplier {bad} does not fit in 64 bits (offsets multiplied or "
+                         f"added with constants too large)", kernel=kernel, loc=op.loc or None)
+    return p
+
+
 def full_bounds(box: Box, shape: tuple[int, ...]) -> list[Bound]:
     """Conditions that all hold exactly when every index of a `shape` tile is inside `box`."""
     out = []
@@ -296,14 +308,17 @@ class _Analyzer:
         if isinstance(op, t.Elementwise) and not v.is_tile:
             a = op.args
             if op.opname == "arith.addi":
-                return self.poly(a[0]) + self.poly(a[1])
+                return self._in_i64(self.poly(a[0]) + self.poly(a[1]), op)
             if op.opname == "arith.subi":
-                return self.poly(a[0]) - self.poly(a[1])
+                return self._in_i64(self.poly(a[0]) - self.poly(a[1]), op)
             if op.opname == "arith.muli":
-                return self.poly(a[0]) * self.poly(a[1])
+                return self._in_i64(self.poly(a[0]) * self.poly(a[1]), op)
             if op.opname in ("arith.extsi", "arith.trunci"):
                 return self.poly(a[0])
         return Poly.atom(v)
+
+    def _in_i64(self, p: Poly, op: t.Op) -> Poly:
+        return in_i64(p, op, self.kernel.name)
 
     # -- affine forms of integer tiles ---------------------------------------------------
     def affine(self, v: t.Value) -> Optional[Affine]:
@@ -350,15 +365,15 @@ class _Analyzer:
                 fa, fb = self.affine(a[0]), self.affine(a[1])
                 if fa is None or fb is None:
                     return None
-                return fa + fb if op.opname == "arith.addi" else fa - fb
+                return self._affine_in_i64(fa + fb if op.opname == "arith.addi" else fa - fb, op)
             if op.opname == "arith.muli":
                 fa, fb = self.affine(a[0]), self.affine(a[1])
                 if fa is None or fb is None:
                     return None
                 if fb.uniform:
-                    return fa.scale(fb.offset)
+                    return self._affine_in_i64(fa.scale(fb.offset), op)
                 if fa.uniform:
-                    return fb.scale(fa.offset)
+                    return self._affine_in_i64(fb.scale(fa.offset), op)
                 return None
             return None
         if v.id in self._block_arg_of:
@@ -366,6 +381,11 @@ class _Analyzer:
         if v.id in self._result_of_loop:
             return self._loop_carried(*self._result_of_loop[v.id], kind="result")
         return None
+
+    def _affine_in_i64(self, f: Affine, op: t.Op) -> Affine:
+        for p in (f.offset, *f.strides):
+            self._in_i64(p, op)
+        return f
 
     def _loop_carried(self, loop: t.For, j: int, kind: str) -> Optional[Affine]:
         """A tile carried by `loop` as ``arg + uniform step``: its offset becomes a scalar."""
@@ -706,6 +726,8 @@ def version_plan(kernel: t.Kernel, facts: Facts) -> VersionPlan:
                 break
         if not ok:
             continue
+        for p in [b.poly for b in top if b.poly is not None] + [c for c, _ in (peel[1] if peel else [])]:
+            in_i64(p, op, kernel.name)   # the emitter computes these
         plan.top += top
         if peel is None:
             plan.full.add(id(op))

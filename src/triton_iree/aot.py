@@ -24,18 +24,19 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import operator
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from . import types
 from .errors import InputError
 
 __all__ = ["AotKernel", "Launcher", "compile_kernel", "load_kernel", "parse_constexpr", "parse_signature"]
 
 # Triton's names of the element types a pointer argument or a scalar can have.
-POINTER_TYPES = ("fp32", "fp16", "bf16", "fp64", "fp8e4nv", "fp8e5",
-                 "i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64")
+POINTER_TYPES = tuple(types.POINTER_TYPES)
 SCALAR_TYPES = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp32", "fp64")
 
 
@@ -233,7 +234,8 @@ class Launcher:
 
     `signature`: the non-constexpr parameters' types as given to `compile_kernel` (hints are
     ignored here); `args` are those parameters' values in order: torch tensors for pointers
-    (CUDA tensors for cuda), Python numbers for scalars. Kernels write into the tensors in place.
+    (CUDA tensors for cuda) of the signature's dtypes, Python numbers for scalars. Kernels write
+    into the tensors in place.
     Needs iree-base-runtime and torch only.
     """
 
@@ -250,6 +252,9 @@ class Launcher:
         self._runtime = runtime
         self.kernel = runtime.LoadedKernel(vmfb, kernel, DRIVERS[target])
         self.plans = runtime.plan_arguments(list(signature), signature, kernel)
+        # The torch dtype each pointer argument's tensor must have, as Triton's launcher types it.
+        self.dtypes = {name: types.POINTER_TYPES[ty[1:].lstrip("k")][1] for name, ty in signature.items()
+                       if ty.startswith("*")}
         # tl.device_print: the module logs what it prints, and this prints the logs (`prints`).
         from . import prints
         self.printer = prints.Printer.of_reflection(self.kernel.main.function.reflection)
@@ -259,7 +264,20 @@ class Launcher:
         if len(args) != len(self.plans):
             raise LaunchError(f"expected {len(self.plans)} arguments ({', '.join(p.name for p in self.plans)}), "
                               f"got {len(args)}", kernel=self.kernel.name)
-        self.launch(args, grid)
+        for plan, v in zip(self.plans, args):
+            got = str(getattr(v, "dtype", "")).removeprefix("torch.")
+            want = self.dtypes.get(plan.name)
+            if want is not None and got and got != want:
+                raise LaunchError(f"argument '{plan.name}' is a tensor of {got}, but the kernel takes a pointer to "
+                                  f"{want} there (its memory would be read as {want})", kernel=self.kernel.name)
+        try:
+            dims = tuple(operator.index(g) for g in grid)
+        except TypeError:
+            dims = ()
+        if not 1 <= len(dims) <= 3:
+            raise LaunchError(f"the grid must be 1 to 3 integers, e.g. grid=(n,), got grid={grid!r}",
+                              kernel=self.kernel.name)
+        self.launch(args, dims)
 
     def launch(self, args, grid, shared=None) -> None:
         """Runs the module on `args` over `grid` (up to 3 dims); `shared`: its variant for pointer

@@ -274,9 +274,43 @@ def _describe_signal(signum: int) -> str:
     return f"{sig.name} ({signum}): {why}"
 
 
+# A compile's working directory in the temporary directory is
+# `triton-iree-<pid>-<host>-<kernel>-XXXX`; `_KEPT` in it marks the input of a failed compile,
+# kept for its reproducer. Others whose process is gone (killed during a compile) are removed.
+_KEPT = "KEPT"
+
+
+def _host_tag() -> str:
+    import socket
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:   # another user's process
+        return True
+    return True
+
+
+def _make_workdir(name: str) -> Path:
+    """A fresh working directory for one iree-compile run, after removing those that
+    processes on this host left behind when they died during a compile."""
+    host = _host_tag()
+    if os.name == "posix":   # elsewhere os.kill does not only probe
+        for d in Path(tempfile.gettempdir()).glob(f"triton-iree-*-{host}-*"):
+            pid, _, rest = d.name[len("triton-iree-"):].partition("-")
+            if pid.isdigit() and rest.startswith(f"{host}-") \
+                    and not (d / _KEPT).exists() and not _alive(int(pid)):
+                shutil.rmtree(d, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"triton-iree-{os.getpid()}-{host}-{name}-"))
+
+
 def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[str, ...]) -> bytes:
     timeout = compile_timeout()
-    workdir = Path(tempfile.mkdtemp(prefix=f"triton-iree-{name}-"))
+    workdir = _make_workdir(name)
     src, out = workdir / f"{name}.iree.mlir", workdir / f"{name}.vmfb"
     src.write_text(module_text)
     cl = command_line(target, str(src), str(out), extra)
@@ -285,6 +319,7 @@ def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[
     try:
         proc = subprocess.run(cl, capture_output=True, timeout=timeout, preexec_fn=_die_with_parent())
     except subprocess.TimeoutExpired:
+        (workdir / _KEPT).touch()
         raise CompileError(f"iree-compile ran longer than the {timeout:g} s limit and was stopped (set "
                            f"{TIMEOUT_VAR} to change the limit); {kept}", kernel=name) from None
     finally:
@@ -292,6 +327,7 @@ def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[
         COMPILE_STATS["seconds"] += time.perf_counter() - t0
     stderr = proc.stderr.decode(errors="replace").strip()
     if proc.returncode < 0:
+        (workdir / _KEPT).touch()
         raise CompileError(f"iree-compile was killed by signal {_describe_signal(-proc.returncode)}; "
                            f"{kept}\n{_trim(stderr)}", kernel=name)
     try:

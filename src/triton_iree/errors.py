@@ -89,7 +89,7 @@ class LaunchError(TritonIreeError):
 
 
 class InputError(TritonIreeError):
-    """Malformed input IR given to `prepare` / `compile`."""
+    """Malformed input IR given to `prepare` / `compile`, or a kernel whose index arithmetic is invalid."""
 
 
 class DeviceError(TritonIreeError):

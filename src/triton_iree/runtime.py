@@ -27,13 +27,10 @@ from iree.runtime._binding import create_hal_driver
 from .checks import RECORD_FIELDS
 from .compile import compile_module
 from .errors import DeviceError, LaunchError
+from .types import POINTER_TYPES
 
-# Triton signature element types -> (MLIR element type of the buffer, torch dtype name).
-POINTER_DTYPES = {
-    "fp32": "f32", "fp16": "f16", "bf16": "bf16", "fp64": "f64",
-    "i1": "i8", "u1": "i8", "i8": "i8", "u8": "i8", "i16": "i16", "u16": "i16", "i32": "i32", "u32": "i32",
-    "i64": "i64", "u64": "i64", "fp8e4nv": "f8E4M3FN", "fp8e5": "f8E5M2",
-}
+# Triton signature element types -> MLIR element type of the buffer.
+POINTER_DTYPES = {name: mlir for name, (mlir, _) in POINTER_TYPES.items()}
 SCALAR_KINDS = {"i1": "int", "i8": "int", "i16": "int", "i32": "int", "i64": "int",
                 "u1": "int", "u8": "int", "u16": "int", "u32": "int", "u64": "int",
                 "fp32": "float", "fp64": "float"}
@@ -481,7 +478,10 @@ def build_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
             except (TypeError, ValueError) as e:
                 raise LaunchError(f"argument '{plan.name}': {e}") from None
         else:
-            args.push_float(float(v))
+            try:
+                args.push_float(float(v))
+            except (TypeError, ValueError, OverflowError) as e:
+                raise LaunchError(f"argument '{plan.name}' must be a {plan.dtype} number: {e}") from None
     for g in grid:
         args.push_int(int(g))
     for _, _, lead in spans:

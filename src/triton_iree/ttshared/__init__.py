@@ -33,6 +33,7 @@ allocs, copies, element access, tensors), `linalg`, `control` (scf.for, scf.if),
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Optional
 
@@ -49,6 +50,8 @@ from .values import BufView
 __all__ = ["TTSharedReader", "prepare", "read_ttshared"]
 
 GRID_ARGS = 6   # num_programs x, y, z, then program_id x, y, z
+# Dialects of IREE's input form, which triton-shared never emits.
+_IREE_DIALECTS = ("flow", "hal", "stream", "util", "iree_tensor_ext")
 
 # The index lists of linalg.reduce / linalg.broadcast (`dimensions = [...]`) and
 # linalg.transpose (`permutation = [...]`) in their custom assembly forms.
@@ -76,6 +79,7 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
                     raise InputError(f"input does not parse: {msg}", loc=where or None) from None
                 raise InputError("input does not parse: " + " ".join(str(e).split())) from None
             ops = list(module.body.operations)
+            self._refuse_prepared(ops)
             others = [op for op in ops if op.operation.name != "func.func"]
             if others:
                 raise self._unsupported(others[0], "only func.func is supported at module level")
@@ -84,6 +88,20 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
             if len(funcs) != 1:
                 raise InputError(f"expected one func.func with a body in the module, found {len(funcs)}")
             return self._read_func(funcs[0])
+
+    def _refuse_prepared(self, ops) -> None:
+        """An IREE input module, as `prepare` and `triton-iree compile --emit-mlir` write them (IREE
+        ops at module level or in a function's body: flow.dispatch.workgroups, a native kernel's
+        hal.executable.source), is not triton-shared's output: say so rather than fail on its types."""
+        for top in ops:
+            inner = [op for r in top.operation.regions for b in r.blocks for op in b.operations] \
+                if top.operation.name == "func.func" else []
+            for op in (top, *inner):
+                if op.operation.name.split(".", 1)[0] in _IREE_DIALECTS:
+                    raise InputError("the input is already prepared: it is an IREE input module (as `triton-iree "
+                                     "prepare` and `compile --emit-mlir` write them), not triton-shared's output; "
+                                     "compile it with iree-compile (`triton-iree prepare --print-flags` prints the "
+                                     "flags)", loc=self.loc(op) or None)
 
     def _check_index_lists(self) -> None:
         """MLIR's parser crashes (SIGSEGV) on a malformed index list of linalg.reduce,
@@ -153,8 +171,23 @@ def read_ttshared(text: str, filename: Optional[str] = None) -> t.Kernel:
 def prepare(text: str, filename: Optional[str] = None) -> str:
     """triton-shared's linalg + memref output -> an IREE input module (MLIR text).
 
-    `filename` names the input in error locations (MLIR calls parsed text '-').
+    `filename` names the input in error locations (MLIR calls parsed text '-'). With
+    TRITON_IREE_DUMP_DIR set, the input, the module and its llvm-cpu iree-compile script go to
+    `<kernel>/<first digits of the input's sha256>/` there, the module also when it is invalid.
     """
+    from .. import compile as iree_compile
     from .. import lowering
+    from ..errors import CompileError
     kernel = read_ttshared(text, filename)
-    return lowering.lower(kernel)
+    where = f"{kernel.name}/{hashlib.sha256(text.encode()).hexdigest()[:iree_compile.SPEC_DIGITS]}"
+    iree_compile.dump(where, f"{kernel.name}.ttshared.mlir", text)
+    try:
+        module = lowering.lower(kernel)
+    except CompileError as e:
+        if hasattr(e, "module_text"):
+            iree_compile.dump(where, f"{kernel.name}.iree.mlir", e.module_text)
+        raise
+    if iree_compile.dump_root() is not None:
+        iree_compile.dump_module(where, kernel.name, module, iree_compile.make_target("llvm-cpu"),
+                                 iree_compile.env_flags())
+    return module
