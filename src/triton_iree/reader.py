@@ -569,17 +569,16 @@ class TTIRReader(FloatCasts, BitonicSort):
 
     def _op_tt_map_elementwise(self, op, loc: str) -> None:
         args = [self._val(v, op) for v in op.operands]
-        if _attr_int(op, "pack") != 1:
-            raise UnsupportedError("tl.map_elementwise with pack > 1 is not supported yet",
+        pack = _attr_int(op, "pack")
+        if pack > 1 and (not args[0].is_tile or args[0].type.numel % pack):
+            # (Triton's verifier takes only powers of two.)
+            raise UnsupportedError(f"tl.map_elementwise with pack={pack} over {args[0].type.mlir()}: the pack "
+                                   "must divide the number of elements",
                                    kernel=self.kernel_name, loc=loc)
-        if len(op.regions[0].blocks) != 1:
-            raise UnsupportedError("tl.map_elementwise of a function with a return inside an if (unstructured "
-                                   "control flow) is not supported yet; assign the result in both branches and "
-                                   "return once", kernel=self.kernel_name, loc=loc)
         body = self._scalar_region(op, op.regions[0].blocks[0])
         types = [self._type(r.type, op) for r in op.results]
-        mapped = self._emit(t.MapElementwise(args, body, types, loc))
-        for r, tv in zip(op.results, mapped.results):
+        results = rewrites.map_elementwise(args, body, types, pack, loc, self._emit)
+        for r, tv in zip(op.results, results):
             self.env[r] = tv
 
     def _op_tt_gather(self, op, loc: str) -> None:
