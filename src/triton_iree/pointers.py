@@ -30,16 +30,18 @@ class Ptr:
     `view` is the element type the pointer reads as, when a pointer bitcast reinterprets the
     buffer's elements, e.g. Triton's i1 pointers as i8. A view narrower than the buffer's
     elements (`x_ptr.to(tl.pointer_type(tl.int8))` on a float32 buffer) has `scale` elements in
-    each buffer element, and its offsets count view elements.
+    each buffer element, and its offsets count view elements. A view wider than them (an int32
+    buffer read as int64) spans `wide` buffer elements, and its offsets count buffer elements.
     """
     buffer: t.Param
     offsets: t.Value
     view: Optional[str] = None
     scale: int = 1
+    wide: int = 1
 
     @property
     def dtype(self) -> str:
         return self.view or self.buffer.dtype
 
     def moved(self, offsets: t.Value) -> "Ptr":
-        return Ptr(self.buffer, offsets, self.view, self.scale)
+        return Ptr(self.buffer, offsets, self.view, self.scale, self.wide)

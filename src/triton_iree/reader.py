@@ -409,6 +409,9 @@ class TTIRReader(FloatCasts, BitonicSort):
         if not isinstance(base, Ptr):
             raise self._unsupported(op, "base is not a pointer")
         off = self._sext64(self._val(op.operands[1], op), loc)
+        if base.wide != 1:   # offsets count buffer elements
+            off = self._emit(t.Elementwise("arith.muli", [off, self._emit(t.Constant(base.wide, off.type, loc)).result],
+                                           off.type, loc=loc)).result
         new = t.Elementwise("arith.addi", [base.offsets, off], off.type, loc=loc)
         self._bind(op, base.moved(self._emit(new).result))
 
@@ -425,6 +428,9 @@ class TTIRReader(FloatCasts, BitonicSort):
         ty = self._type(op.results[0].type, op)
         if ptr.scale != 1:
             self._bind(op, self._narrow_load(ptr, mask, other, ty, loc))
+            return
+        if ptr.wide != 1:
+            self._bind(op, self._wide_load(ptr, mask, other, ty, loc))
             return
         if ptr.view is None:
             self._bind(op, self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, ty, loc)).result)
@@ -453,14 +459,21 @@ class TTIRReader(FloatCasts, BitonicSort):
             raise self._unsupported(op, "bitcast of a pointer to a non-pointer")
         dtype = memory_dtype(pointee)
         if t.bitwidth(dtype) == t.bitwidth(src.dtype):
-            self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype, src.scale))
+            self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype, src.scale,
+                               src.wide))
             return
-        if src.scale != 1 or t.bitwidth(dtype) > t.bitwidth(src.dtype):
-            raise UnsupportedError(f"a pointer to {src.dtype} cast to a pointer to the wider {dtype} "
-                                   f"(.to(tl.pointer_type(...))) is not supported by triton-iree",
-                                   kernel=self.kernel_name, loc=loc)
+        if src.scale != 1:
+            raise UnsupportedError(f"a pointer to {src.dtype}, cast from a pointer to the wider {src.buffer.dtype}, "
+                                   f"cast again to a pointer to {dtype} (.to(tl.pointer_type(...))) is not "
+                                   f"supported by triton-iree", kernel=self.kernel_name, loc=loc)
+        width, buffer_width = t.bitwidth(dtype), t.bitwidth(src.buffer.dtype)
+        if width >= buffer_width:
+            # Offsets count buffer elements as before; `wide` of them in each view element.
+            self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype,
+                               wide=width // buffer_width))
+            return
         # A narrower view: offsets count its elements, `scale` in each buffer element.
-        scale = t.bitwidth(src.dtype) // t.bitwidth(dtype)
+        scale = buffer_width // width
         c = self._emit(t.Constant(scale, src.offsets.type, loc)).result
         offs = self._emit(t.Elementwise("arith.muli", [src.offsets, c], src.offsets.type, loc=loc)).result
         self._bind(op, Ptr(src.buffer, offs, dtype, scale))
@@ -486,6 +499,46 @@ class TTIRReader(FloatCasts, BitonicSort):
             return value
         return self._emit(t.Elementwise("arith.select", [mask, value, other], ty, loc=loc)).result
 
+    def _wide_load(self, ptr: Ptr, mask, other, ty: t.Type, loc: str) -> t.Value:
+        """A load through a wider view: its `wide` buffer elements, joined (little-endian).
+        Masked-off elements are `other`."""
+        narrow, wide = f"i{t.bitwidth(ptr.buffer.dtype)}", f"i{t.bitwidth(ptr.dtype)}"
+        value = None
+        for j in range(ptr.wide):
+            raw = self._emit(t.Load(ptr.buffer, self._part_offsets(ptr, j, loc), mask, None,
+                                    t.with_dtype(ty, ptr.buffer.dtype), loc)).result
+            part = self._emit(t.Elementwise("arith.extui", [self._bitcast(raw, narrow, loc)], t.with_dtype(ty, wide),
+                                            loc=loc)).result
+            if j:
+                shift = self._emit(t.Constant(j * t.bitwidth(narrow), part.type, loc)).result
+                part = self._emit(t.Elementwise("arith.shli", [part, shift], part.type, loc=loc)).result
+                part = self._emit(t.Elementwise("arith.ori", [value, part], part.type, loc=loc)).result
+            value = part
+        value = self._bitcast(value, ty.dtype, loc)
+        if other is None or mask is None:
+            return value
+        return self._emit(t.Elementwise("arith.select", [mask, value, other], ty, loc=loc)).result
+
+    def _wide_store(self, ptr: Ptr, value: t.Value, mask, loc: str) -> None:
+        """A store through a wider view: each of its `wide` buffer elements (little-endian)."""
+        narrow, wide = f"i{t.bitwidth(ptr.buffer.dtype)}", f"i{t.bitwidth(ptr.dtype)}"
+        bits = self._bitcast(value, wide, loc)
+        for j in range(ptr.wide):
+            part = bits
+            if j:
+                shift = self._emit(t.Constant(j * t.bitwidth(narrow), bits.type, loc)).result
+                part = self._emit(t.Elementwise("arith.shrui", [bits, shift], bits.type, loc=loc)).result
+            part = self._emit(t.Elementwise("arith.trunci", [part], t.with_dtype(bits.type, narrow), loc=loc)).result
+            self._emit(t.Store(ptr.buffer, self._part_offsets(ptr, j, loc), self._bitcast(part, ptr.buffer.dtype, loc),
+                               mask, loc))
+
+    def _part_offsets(self, ptr: Ptr, j: int, loc: str) -> t.Value:
+        """The offsets of buffer element `j` of each element of a wider view."""
+        if not j:
+            return ptr.offsets
+        c = self._emit(t.Constant(j, ptr.offsets.type, loc)).result
+        return self._emit(t.Elementwise("arith.addi", [ptr.offsets, c], ptr.offsets.type, loc=loc)).result
+
     def _op_tt_ptr_to_int(self, op, loc: str) -> None:
         raise UnsupportedError("a pointer converted to an integer (.to(tl.int64) on a pointer) is not supported by "
                                "triton-iree: pointers are arguments and offsets, not addresses",
@@ -508,8 +561,8 @@ class TTIRReader(FloatCasts, BitonicSort):
     def _atomic(self, op, kind: str, ptr, value, mask, cmp, loc: str) -> None:
         if not isinstance(ptr, Ptr):
             raise self._unsupported(op, "atomic on a block pointer or descriptor")
-        if ptr.scale != 1:
-            raise self._unsupported(op, "atomic through a pointer cast to a narrower element type")
+        if ptr.scale != 1 or ptr.wide != 1:
+            raise self._unsupported(op, "atomic through a pointer cast to an element type of another size")
         if ptr.dtype not in ("i32", "i64", "f16", "bf16", "f32", "f64"):
             raise UnsupportedError(f"tl.atomic_{kind} on {ptr.dtype} is not supported by triton-iree",
                                    kernel=self.kernel_name, loc=loc)
@@ -534,6 +587,9 @@ class TTIRReader(FloatCasts, BitonicSort):
         if value.dtype == "i1":
             value = self._emit(t.Elementwise("arith.extui", [value], t.with_dtype(value.type, "i8"),
                                              loc=loc)).result
+        if ptr.wide != 1:
+            self._wide_store(ptr, value, mask, loc)
+            return
         self._emit(t.Store(ptr.buffer, ptr.offsets, self._bitcast(value, ptr.buffer.dtype, loc), mask, loc))
 
     def _op_tt_assert(self, op, loc: str) -> None:

@@ -189,8 +189,50 @@ def narrow_store_kernel(x_ptr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def wider_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    tl.store(out_ptr + tl.arange(0, BLOCK), tl.load(x_ptr.to(tl.pointer_type(tl.int32)) + tl.arange(0, BLOCK)))
+def wide_kernel(x_ptr, out_ptr, y_ptr, n, VIEW: tl.constexpr, BLOCK: tl.constexpr):
+    """Reads and writes buffers through pointers to a wider type: n view elements."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(x_ptr.to(tl.pointer_type(VIEW)) + offs, mask=m, other=7)
+    tl.store(out_ptr + offs, v, mask=m)
+    tl.store(y_ptr.to(tl.pointer_type(VIEW)) + offs, v, mask=m)
+
+
+@triton.jit
+def wide_scalar_kernel(x_ptr, out_ptr, back_ptr, i, VIEW: tl.constexpr):
+    # From an odd buffer element, and cast back to the buffer's type one element further.
+    p = (x_ptr + 1).to(tl.pointer_type(VIEW)) + i
+    tl.store(out_ptr, tl.load(p))
+    tl.store(back_ptr, tl.load(p.to(x_ptr.dtype) + 1))
+
+
+WIDE_VIEWS = [(torch.int32, torch.int64, tl.int64), (torch.int8, torch.int32, tl.int32),
+              (torch.float32, torch.float64, tl.float64), (torch.int16, torch.int64, tl.int64)]
+
+
+@pytest.mark.construct("pointer cast to another element size")
+@pytest.mark.parametrize("n", [BLOCK // 2 - 1, 3 * BLOCK // 2 + 1])
+@pytest.mark.parametrize("src,view,view_tl", WIDE_VIEWS)
+def test_load_store_through_a_wider_pointer(src, view, view_tl, n):
+    torch.manual_seed(n)
+    r = torch.empty(0, dtype=view).element_size() // torch.empty(0, dtype=src).element_size()
+    x = (torch.randn(n * r + 5) * 1000).to(src)[1:]      # a storage offset not a multiple of r
+    out = torch.zeros(n + BLOCK, dtype=view)
+    y = torch.full((n * r + 3,), 5, dtype=src)
+    wide_kernel[(triton.cdiv(n, BLOCK),)](x, out, y, n, VIEW=view_tl, BLOCK=BLOCK)
+    assert torch.equal(out[:n], x[:n * r].clone().view(view))
+    assert torch.equal(out[n:], torch.zeros(BLOCK, dtype=view))
+    assert torch.equal(y[:n * r], x[:n * r])
+    assert torch.equal(y[n * r:], torch.full((3,), 5, dtype=src))
+    one, back = torch.zeros(1, dtype=view), torch.zeros(1, dtype=src)
+    wide_scalar_kernel[(1,)](x, one, back, 3, VIEW=view_tl)
+    assert one.item() == x[1 + 3 * r:1 + 4 * r].clone().view(view).item()
+    assert back.item() == x[2 + 3 * r].item()
+
+
+@triton.jit
+def narrow_then_wide_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, tl.load(x_ptr.to(tl.pointer_type(tl.int8)).to(tl.pointer_type(tl.int64))))
 
 
 @triton.jit
@@ -206,15 +248,15 @@ def int_to_ptr_kernel(addr, out_ptr):
 @pytest.mark.construct("pointer cast to another element size")
 @pytest.mark.parametrize("kernel,args,what", [
     (narrow_store_kernel, lambda: [torch.zeros(16)], "a store through a pointer cast to the narrower i8"),
-    (wider_kernel, lambda: [torch.zeros(16, dtype=torch.int8), torch.zeros(16, dtype=torch.int32)],
-     "a pointer to i8 cast to a pointer to the wider i32"),
+    (narrow_then_wide_kernel, lambda: [torch.zeros(16), torch.zeros(1, dtype=torch.int64)],
+     r"a pointer to i8, cast from a pointer to the wider f32, cast again to a pointer to i64"),
     (ptr_to_int_kernel, lambda: [torch.zeros(1), torch.zeros(1, dtype=torch.int64)],
      r"a pointer converted to an integer \(.to\(tl.int64\) on a pointer\)"),
     (int_to_ptr_kernel, lambda: [123456, torch.zeros(1)], r"an integer converted to a pointer"),
 ])
 def test_unsupported_pointer_casts(kernel, args, what):
     from triton_iree import UnsupportedError
-    meta = {"BLOCK": 16} if kernel in (narrow_store_kernel, wider_kernel) else {}
+    meta = {"BLOCK": 16} if kernel is narrow_store_kernel else {}
     with pytest.raises(UnsupportedError, match=what + r".*test_types.py:\d+"):
         kernel[(1,)](*args(), **meta)
 
