@@ -45,3 +45,19 @@ class Ptr:
 
     def moved(self, offsets: t.Value) -> "Ptr":
         return Ptr(self.buffer, offsets, self.view, self.scale, self.wide)
+
+
+@dataclass
+class Addr:
+    """An integer computed from a pointer (`.to(tl.int64)` on it, plus or minus integers) during
+    reading: `value` is the pointer's byte offset in `buffer`, not its address (an argument has
+    none in IREE's model). It can only become a pointer into `buffer` again, or be subtracted
+    from another into `buffer` (a byte distance, the same as of the addresses)."""
+    buffer: t.Param
+    value: t.Value
+
+
+def unit_bytes(ptr: Ptr) -> int:
+    """The bytes one unit of `ptr.offsets` counts (a narrower view's elements, else the buffer's)."""
+    return t.bitwidth(ptr.dtype if ptr.scale > 1 else ptr.buffer.dtype) // 8
+

@@ -20,7 +20,7 @@ from . import rewrites, tile as t
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
 from .locations import library_call, loc_name, sort_call, source_loc
-from .pointers import Ptr, memory_dtype, ptr_pointee
+from .pointers import Addr, Ptr, memory_dtype, ptr_pointee, unit_bytes
 from .sort import BitonicSort
 
 # arith.cmpi / arith.cmpf predicate enums, as TTIR's generic form prints them (integers).
@@ -181,7 +181,17 @@ class TTIRReader(FloatCasts, BitonicSort):
         x = self.env[v]
         if isinstance(x, Ptr):
             raise self._unsupported(op, "pointer used as a value")
+        if isinstance(x, Addr):
+            raise self._addr_misused(op)
         return x
+
+    def _addr_misused(self, op) -> UnsupportedError:
+        name = op.name if hasattr(op, "name") else op.operation.name
+        return UnsupportedError(f"an integer converted from a pointer (.to(tl.int64) on a pointer) used by "
+                                f"{python_name(name)}: triton-iree lets such an integer only have integers added or "
+                                "subtracted, be subtracted from another into the same argument, or be converted back "
+                                "to a pointer (a pointer is a tensor argument and an offset, not an address)",
+                                kernel=self.kernel_name, loc=source_loc(op.location))
 
     def _get(self, v: ir.Value):
         return self.env[v]
@@ -240,6 +250,9 @@ class TTIRReader(FloatCasts, BitonicSort):
 
     # -- arith / math --------------------------------------------------------------------
     def _elementwise(self, op, opname: str, loc: str) -> None:
+        if any(isinstance(self._get(v), Addr) for v in op.operands):
+            self._addr_arith(op, opname, loc)
+            return
         if opname == "arith.select" and isinstance(self._get(op.operands[1]), Ptr):
             self._select_ptr(op, loc)
             return
@@ -258,6 +271,19 @@ class TTIRReader(FloatCasts, BitonicSort):
         if (r := rewrites.elementwise(opname, args, ty, loc, self._emit_value)) is None:
             r = self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result
         self._bind(op, r)
+
+    def _addr_arith(self, op, opname: str, loc: str) -> None:
+        """An integer added to or subtracted from the integer of a pointer, or two such subtracted."""
+        a, b = (self._get(v) for v in op.operands) if len(op.operands) == 2 else (None, None)
+        addr_a, addr_b = isinstance(a, Addr), isinstance(b, Addr)
+        if opname == "arith.subi" and addr_a and addr_b and a.buffer is b.buffer:
+            self._bind(op, self._emit(t.Elementwise("arith.subi", [a.value, b.value], a.value.type, loc=loc)).result)
+            return
+        if opname not in ("arith.addi", "arith.subi") or addr_a == addr_b or (opname == "arith.subi" and addr_b):
+            raise self._addr_misused(op)
+        addr, other = (a, self._val(op.operands[1], op)) if addr_a else (b, self._val(op.operands[0], op))
+        value = self._emit(t.Elementwise(opname, [addr.value, other], addr.value.type, loc=loc)).result
+        self._bind(op, Addr(addr.buffer, value))
 
     def _select_ptr(self, op, loc: str) -> None:
         cond = self._val(op.operands[0], op)
@@ -331,6 +357,8 @@ class TTIRReader(FloatCasts, BitonicSort):
             shape = tuple(ir.RankedTensorType(rty).shape)
             new = make(src.offsets, t.TileType(shape, "i64"))
             self._bind(op, src.moved(self._emit(new).result))
+        elif isinstance(src, Addr):
+            self._bind(op, Addr(src.buffer, self._emit(make(src.value, self._type(rty, op))).result))
         else:
             self._bind(op, self._emit(make(src, self._type(rty, op))).result)
 
@@ -366,6 +394,8 @@ class TTIRReader(FloatCasts, BitonicSort):
         src = self._get(op.operands[0])
         if isinstance(src, Ptr):
             self._bind(op, src.moved(self._emit(t.Unsplat(src.offsets, t.ScalarType("i64"), loc)).result))
+        elif isinstance(src, Addr):
+            self._bind(op, Addr(src.buffer, self._emit(t.Unsplat(src.value, t.ScalarType("i64"), loc)).result))
         else:
             self._bind(op, self._emit(t.Unsplat(src, self._type(op.results[0].type, op), loc)).result)
 
@@ -377,6 +407,8 @@ class TTIRReader(FloatCasts, BitonicSort):
         """tt.join / tt.cat: of two values, or of two pointers into one argument."""
         a, b = (self._get(v) for v in op.operands)
         rty = ir.RankedTensorType(op.results[0].type)
+        if isinstance(a, Addr) or isinstance(b, Addr):
+            raise self._addr_misused(op)
         if isinstance(a, Ptr) or isinstance(b, Ptr):
             if not (isinstance(a, Ptr) and isinstance(b, Ptr) and a.buffer is b.buffer and a.view == b.view):
                 raise self._unsupported(op, "pointers into different arguments")
@@ -399,6 +431,8 @@ class TTIRReader(FloatCasts, BitonicSort):
             for r, tv in zip(op.results, split.results):
                 self.env[r] = src.moved(tv)
             return
+        if isinstance(src, Addr):
+            raise self._addr_misused(op)
         split = self._emit(t.Split(src, [self._type(r.type, op) for r in op.results], loc))
         for r, tv in zip(op.results, split.results):
             self.env[r] = tv
@@ -540,18 +574,41 @@ class TTIRReader(FloatCasts, BitonicSort):
         return self._emit(t.Elementwise("arith.addi", [ptr.offsets, c], ptr.offsets.type, loc=loc)).result
 
     def _op_tt_ptr_to_int(self, op, loc: str) -> None:
-        raise UnsupportedError("a pointer converted to an integer (.to(tl.int64) on a pointer) is not supported by "
-                               "triton-iree: pointers are arguments and offsets, not addresses",
-                               kernel=self.kernel_name, loc=loc)
+        """The pointer's byte offset in its argument, kept with the argument (`Addr`)."""
+        src = self._get(op.operands[0])
+        if not isinstance(src, Ptr):
+            raise self._unsupported(op, "a block pointer or descriptor converted to an integer")
+        unit = self._emit(t.Constant(unit_bytes(src), src.offsets.type, loc)).result
+        value = self._emit(t.Elementwise("arith.muli", [src.offsets, unit], src.offsets.type, loc=loc)).result
+        self._bind(op, Addr(src.buffer, value))
 
     def _op_tt_int_to_ptr(self, op, loc: str) -> None:
-        raise UnsupportedError("an integer converted to a pointer (.to(tl.pointer_type(...)) on an integer) is not "
-                               "supported by triton-iree: pointers are arguments and offsets, not addresses",
-                               kernel=self.kernel_name, loc=loc)
+        """An integer computed from a pointer, back to a pointer into the same argument. A byte
+        offset that is not a multiple of the element size is a misaligned pointer (undefined on
+        GPUs): it is rounded down to one."""
+        src = self._get(op.operands[0])
+        if not isinstance(src, Addr):
+            raise UnsupportedError("an integer converted to a pointer (.to(tl.pointer_type(...)) on an integer) is "
+                                   "supported by triton-iree only for an integer computed from a pointer argument "
+                                   "(.to(tl.int64) on it, plus or minus integers): pointers are arguments and "
+                                   "offsets, not addresses", kernel=self.kernel_name, loc=loc)
+        rty = op.results[0].type
+        dtype = memory_dtype(ptr_pointee(rty.element_type if isinstance(rty, ir.RankedTensorType) else rty))
+        width, buffer_width = t.bitwidth(dtype) // 8, t.bitwidth(src.buffer.dtype) // 8
+        unit = min(width, buffer_width)
+        offsets = src.value
+        if unit > 1:
+            shift = self._emit(t.Constant(unit.bit_length() - 1, src.value.type, loc)).result
+            offsets = self._emit(t.Elementwise("arith.shrsi", [src.value, shift], src.value.type, loc=loc)).result
+        view = None if dtype == src.buffer.dtype else dtype
+        self._bind(op, Ptr(src.buffer, offsets, view, scale=max(1, buffer_width // width),
+                           wide=max(1, width // buffer_width)))
 
     def _op_tt_atomic_rmw(self, op, loc: str) -> None:
         kind = ATOMIC_RMW_OPS[_attr_int(op, "atomic_rmw_op")]
         ptr, value, *mask = (self._get(v) for v in op.operands)
+        if isinstance(value, Addr):
+            raise self._addr_misused(op)
         self._atomic(op, kind, ptr, value, mask[0] if mask else None, None, loc)
 
     def _op_tt_atomic_cas(self, op, loc: str) -> None:
@@ -684,6 +741,8 @@ class TTIRReader(FloatCasts, BitonicSort):
         """Pointer inits become their offsets; remembers which slots carry pointers."""
         vals, ptrs = [], []
         for x in inits:
+            if isinstance(x, Addr):
+                raise self._addr_misused(op)
             if isinstance(x, Ptr):
                 vals.append(x.offsets)
                 ptrs.append(x)
@@ -695,6 +754,8 @@ class TTIRReader(FloatCasts, BitonicSort):
     def _yielded(self, op, yields: list, bufs: list) -> list[t.Value]:
         out = []
         for y, buf in zip(yields, bufs):
+            if isinstance(y, Addr):
+                raise self._addr_misused(op)
             if isinstance(y, Ptr):
                 if buf is None or y.buffer is not buf.buffer or y.view != buf.view:
                     raise self._unsupported(op, "loop-carried pointer changes its base argument")

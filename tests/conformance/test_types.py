@@ -245,14 +245,66 @@ def int_to_ptr_kernel(addr, out_ptr):
     tl.store(out_ptr, tl.load(addr.to(tl.int64).to(tl.pointer_type(tl.float32))))
 
 
+@triton.jit
+def address_kernel(x_ptr, i_ptr, out_ptr, y_ptr, d_ptr, n, BLOCK: tl.constexpr):
+    """Pointers converted to integers, moved by bytes, and converted back (to other types too)."""
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    a = x_ptr.to(tl.int64)
+    v = tl.load((a + 4 * 3).to(tl.pointer_type(tl.float32)) + offs, mask=m, other=-1.0)   # 3 floats on
+    w = tl.load((a + offs * 4).to(tl.pointer_type(tl.float32)), mask=m, other=0.0)        # a tile of them
+    tl.store(out_ptr + offs, v + w, mask=m)
+    tl.store((y_ptr.to(tl.int64) + 8 + offs * 4).to(tl.pointer_type(tl.float32)), v, mask=m)
+    tl.store(d_ptr, (x_ptr + 5).to(tl.int64) - a)                                         # a byte distance
+    tl.store(d_ptr + 1, tl.load((a + 9).to(tl.pointer_type(tl.int8))).to(tl.int64))     # a narrower view
+    tl.store(d_ptr + 2, tl.load((i_ptr.to(tl.int64) - 4 + 12).to(tl.pointer_type(tl.int64))))   # a wider one
+
+
+@pytest.mark.construct("pointer converted to an integer and back")
+@pytest.mark.parametrize("n", [BLOCK // 2 - 1, BLOCK - 5])
+def test_pointer_to_integer_and_back(n):
+    torch.manual_seed(n)
+    x = torch.randn(BLOCK + 9)[1:]
+    i32 = torch.randint(-2**31, 2**31 - 1, (9,), dtype=torch.int32)[1:]
+    out, y = torch.zeros(BLOCK), torch.full((BLOCK + 2,), 5.0)
+    d = torch.zeros(3, dtype=torch.int64)
+    address_kernel[(1,)](x, i32, out, y, d, n, BLOCK=BLOCK)
+    torch.testing.assert_close(out[:n], x[3:3 + n] + x[:n], rtol=0, atol=0)
+    assert (out[n:] == 0).all()
+    torch.testing.assert_close(y[2:2 + n], x[3:3 + n], rtol=0, atol=0)
+    assert (y[:2] == 5).all() and (y[2 + n:] == 5).all()
+    assert d[0].item() == 20
+    assert d[1].item() == x[2:3].clone().view(torch.int8)[1].item()
+    assert d[2].item() == i32[2:4].clone().view(torch.int64).item()
+
+
+@triton.jit
+def address_compare_kernel(x_ptr, y_ptr, out_ptr):
+    tl.store(out_ptr, (x_ptr.to(tl.int64) < y_ptr.to(tl.int64)).to(tl.int32))
+
+
+@pytest.mark.construct("pointer converted to an integer and back")
+@pytest.mark.parametrize("kernel,args,what", [
+    (ptr_to_int_kernel, lambda: [torch.zeros(1), torch.zeros(1, dtype=torch.int64)],
+     r"an integer converted from a pointer \(.to\(tl.int64\) on a pointer\) used by .*store"),
+    (address_compare_kernel, lambda: [torch.zeros(1), torch.zeros(1), torch.zeros(1, dtype=torch.int32)],
+     r"an integer converted from a pointer .* used by .*cmpi"),
+    (int_to_ptr_kernel, lambda: [123456, torch.zeros(1)],
+     r"an integer converted to a pointer .* only for an integer computed from a pointer argument"),
+])
+def test_unsupported_address_uses(kernel, args, what):
+    """An address the kernel could see (stored, compared across arguments) or invent."""
+    from triton_iree import UnsupportedError
+    with pytest.raises(UnsupportedError, match=what) as e:
+        kernel[(1,)](*args())
+    assert f"test_types.py:{kernel.fn.__code__.co_firstlineno + 2}:" in str(e.value)   # its one line
+
+
 @pytest.mark.construct("pointer cast to another element size")
 @pytest.mark.parametrize("kernel,args,what", [
     (narrow_store_kernel, lambda: [torch.zeros(16)], "a store through a pointer cast to the narrower i8"),
     (narrow_then_wide_kernel, lambda: [torch.zeros(16), torch.zeros(1, dtype=torch.int64)],
      r"a pointer to i8, cast from a pointer to the wider f32, cast again to a pointer to i64"),
-    (ptr_to_int_kernel, lambda: [torch.zeros(1), torch.zeros(1, dtype=torch.int64)],
-     r"a pointer converted to an integer \(.to\(tl.int64\) on a pointer\)"),
-    (int_to_ptr_kernel, lambda: [123456, torch.zeros(1)], r"an integer converted to a pointer"),
 ])
 def test_unsupported_pointer_casts(kernel, args, what):
     from triton_iree import UnsupportedError
