@@ -17,6 +17,7 @@ from typing import Optional
 from iree.compiler import ir
 
 from . import rewrites, tile as t
+from .dot_scaled import DotScaled
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
 from .locations import library_call, loc_name, sort_call, source_loc
@@ -86,7 +87,7 @@ def _inserted_unit_dims(src: tuple[int, ...], dst: tuple[int, ...]) -> Optional[
     return axes if j == len(src) else None
 
 
-class TTIRReader(FloatCasts, BitonicSort):
+class TTIRReader(FloatCasts, BitonicSort, DotScaled):
     def __init__(self, text: str, context: Optional[ir.Context] = None):
         self.text = text
         self.context = context
