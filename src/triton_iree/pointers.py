@@ -2,6 +2,7 @@
 argument's buffer plus element offsets), which become offsets into buffers in the tile program."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Optional
@@ -61,3 +62,19 @@ def unit_bytes(ptr: Ptr) -> int:
     """The bytes one unit of `ptr.offsets` counts (a narrower view's elements, else the buffer's)."""
     return t.bitwidth(ptr.dtype if ptr.scale > 1 else ptr.buffer.dtype) // 8
 
+
+def known_divisor(v: t.Value) -> int:
+    """A number the integer `v` is known to be a multiple of, from the ops computing it (0 if
+    `v` is 0): constants, sums, products, sign extensions and shape ops of them."""
+    op = v.owner
+    if isinstance(op, t.Constant):
+        return abs(int(op.value))
+    if isinstance(op, (t.Splat, t.Broadcast, t.ExpandDims, t.Reshape, t.Trans, t.Unsplat)):
+        return known_divisor(op.src)
+    if isinstance(op, t.Elementwise) and op.opname in ("arith.addi", "arith.subi"):
+        return math.gcd(*(known_divisor(a) for a in op.args))
+    if isinstance(op, t.Elementwise) and op.opname == "arith.muli":
+        return known_divisor(op.args[0]) * known_divisor(op.args[1])
+    if isinstance(op, t.Elementwise) and op.opname == "arith.extsi":
+        return known_divisor(op.args[0])
+    return 1

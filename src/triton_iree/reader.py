@@ -21,7 +21,7 @@ from .dot_scaled import DotScaled
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
 from .locations import library_call, loc_name, sort_call, source_loc
-from .pointers import Addr, Ptr, memory_dtype, ptr_pointee, unit_bytes
+from .pointers import Addr, Ptr, known_divisor, memory_dtype, ptr_pointee, unit_bytes
 from .sort import BitonicSort
 
 # arith.cmpi / arith.cmpf predicate enums, as TTIR's generic form prints them (integers).
@@ -498,9 +498,19 @@ class TTIRReader(FloatCasts, BitonicSort, DotScaled):
                                src.wide))
             return
         if src.scale != 1:
-            raise UnsupportedError(f"a pointer to {src.dtype}, cast from a pointer to the wider {src.buffer.dtype}, "
-                                   f"cast again to a pointer to {dtype} (.to(tl.pointer_type(...))) is not "
-                                   f"supported by triton-iree", kernel=self.kernel_name, loc=loc)
+            # Back to offsets in buffer elements, if they are whole ones (else misaligned).
+            if known_divisor(src.offsets) % src.scale:
+                raise UnsupportedError(f"a pointer to {src.dtype}, cast from a pointer to the wider "
+                                       f"{src.buffer.dtype}, cast again to a pointer to {dtype} "
+                                       f"(.to(tl.pointer_type(...))) is supported by triton-iree only where its "
+                                       f"offset is known to be a multiple of {src.scale} (a whole "
+                                       f"{src.buffer.dtype}): a misaligned pointer", kernel=self.kernel_name, loc=loc)
+            shift = self._emit(t.Constant(src.scale.bit_length() - 1, src.offsets.type, loc)).result
+            src = Ptr(src.buffer, self._emit(t.Elementwise("arith.shrsi", [src.offsets, shift], src.offsets.type,
+                                                           loc=loc)).result)
+            if dtype == src.buffer.dtype:
+                self._bind(op, src)
+                return
         width, buffer_width = t.bitwidth(dtype), t.bitwidth(src.buffer.dtype)
         if width >= buffer_width:
             # Offsets count buffer elements as before; `wide` of them in each view element.
@@ -584,9 +594,9 @@ class TTIRReader(FloatCasts, BitonicSort, DotScaled):
         self._bind(op, Addr(src.buffer, value))
 
     def _op_tt_int_to_ptr(self, op, loc: str) -> None:
-        """An integer computed from a pointer, back to a pointer into the same argument. A byte
-        offset that is not a multiple of the element size is a misaligned pointer (undefined on
-        GPUs): it is rounded down to one."""
+        """An integer computed from a pointer, back to a pointer into the same argument, where
+        its byte offset is known to be a multiple of the element size (a misaligned pointer
+        faults on GPUs)."""
         src = self._get(op.operands[0])
         if not isinstance(src, Addr):
             raise UnsupportedError("an integer converted to a pointer (.to(tl.pointer_type(...)) on an integer) is "
@@ -597,6 +607,11 @@ class TTIRReader(FloatCasts, BitonicSort, DotScaled):
         dtype = memory_dtype(ptr_pointee(rty.element_type if isinstance(rty, ir.RankedTensorType) else rty))
         width, buffer_width = t.bitwidth(dtype) // 8, t.bitwidth(src.buffer.dtype) // 8
         unit = min(width, buffer_width)
+        if known_divisor(src.value) % unit:
+            raise UnsupportedError(f"an integer converted to a pointer to {dtype} (.to(tl.pointer_type(...))) is "
+                                   f"supported by triton-iree only where it is known to be the integer of a pointer "
+                                   f"plus or minus multiples of {unit} bytes: a misaligned pointer",
+                                   kernel=self.kernel_name, loc=loc)
         offsets = src.value
         if unit > 1:
             shift = self._emit(t.Constant(unit.bit_length() - 1, src.value.type, loc)).result

@@ -231,8 +231,30 @@ def test_load_store_through_a_wider_pointer(src, view, view_tl, n):
 
 
 @triton.jit
-def narrow_then_wide_kernel(x_ptr, out_ptr):
-    tl.store(out_ptr, tl.load(x_ptr.to(tl.pointer_type(tl.int8)).to(tl.pointer_type(tl.int64))))
+def narrow_then_wide_kernel(x_ptr, out_ptr, i):
+    """Through bytes, whole elements on (4 * i bytes), to a wider type and to the buffer's own."""
+    p = x_ptr.to(tl.pointer_type(tl.int8)) + 4 * i
+    tl.store(out_ptr, tl.load(p.to(tl.pointer_type(tl.int64))))
+    tl.store(out_ptr + 1, tl.load(p.to(tl.pointer_type(tl.int32)) + 1).to(tl.int64))
+
+
+@pytest.mark.construct("pointer cast to another element size")
+def test_narrower_pointer_cast_back_to_whole_elements():
+    x = torch.randint(-2**31, 2**31 - 1, (12,), dtype=torch.int32)[1:]
+    out = torch.zeros(2, dtype=torch.int64)
+    narrow_then_wide_kernel[(1,)](x, out, 3)
+    assert out[0].item() == x[3:5].clone().view(torch.int64).item()
+    assert out[1].item() == x[4].item()
+
+
+@triton.jit
+def misaligned_cast_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, tl.load((x_ptr.to(tl.pointer_type(tl.int8)) + 2).to(tl.pointer_type(tl.int64))))
+
+
+@triton.jit
+def misaligned_address_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, tl.load((x_ptr.to(tl.int64) + 2).to(tl.pointer_type(tl.float32))))
 
 
 @triton.jit
@@ -291,6 +313,8 @@ def address_compare_kernel(x_ptr, y_ptr, out_ptr):
      r"an integer converted from a pointer .* used by .*cmpi"),
     (int_to_ptr_kernel, lambda: [123456, torch.zeros(1)],
      r"an integer converted to a pointer .* only for an integer computed from a pointer argument"),
+    (misaligned_address_kernel, lambda: [torch.zeros(4), torch.zeros(1)],
+     r"an integer converted to a pointer to f32 .* plus or minus multiples of 4 bytes: a misaligned pointer"),
 ])
 def test_unsupported_address_uses(kernel, args, what):
     """An address the kernel could see (stored, compared across arguments) or invent."""
@@ -303,8 +327,9 @@ def test_unsupported_address_uses(kernel, args, what):
 @pytest.mark.construct("pointer cast to another element size")
 @pytest.mark.parametrize("kernel,args,what", [
     (narrow_store_kernel, lambda: [torch.zeros(16)], "a store through a pointer cast to the narrower i8"),
-    (narrow_then_wide_kernel, lambda: [torch.zeros(16), torch.zeros(1, dtype=torch.int64)],
-     r"a pointer to i8, cast from a pointer to the wider f32, cast again to a pointer to i64"),
+    (misaligned_cast_kernel, lambda: [torch.zeros(16), torch.zeros(1, dtype=torch.int64)],
+     r"a pointer to i8, cast from a pointer to the wider f32, cast again to a pointer to i64 .* only where its "
+     r"offset is known to be a multiple of 4"),
 ])
 def test_unsupported_pointer_casts(kernel, args, what):
     from triton_iree import UnsupportedError
