@@ -29,8 +29,8 @@ class DotScaled:
         b_scale = self._val(operands[3 + seg[3]], op) if seg[4] else None
         fmts = [_FORMATS.get(ir.IntegerAttr(op.attributes[k]).value) for k in ("a_elem_type", "b_elem_type")]
         if None in fmts or len(a.shape) != 2:
-            raise self._unsupported(op, "a format other than e2m1, e4m3, e5m2, bf16, fp16, or a 3-D (batched) dot"
-                                    if None in fmts else "a 3-D (batched) dot")
+            raise self._unsupported(op, "a format other than e2m1, e4m3, e5m2, bf16 or fp16" if None in fmts
+                                    else "a 3-D (batched) dot")
         fast_math = ir.BoolAttr(op.attributes["fastMath"]).value
         packs = [ir.BoolAttr(op.attributes[k]).value for k in ("lhs_k_pack", "rhs_k_pack")]
         # lhs is [M, K] (packed along K = axis 1, else M = axis 0); rhs is [K, N] (along K = axis 0).

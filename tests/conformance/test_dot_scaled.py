@@ -113,3 +113,22 @@ def test_dot_scaled_e4m3_scales():
     x = _decode(a, "e2m1", 1) * sa.double().repeat_interleave(16, dim=1)
     y = _decode(b, "e2m1", 0) * sb.double().repeat_interleave(16, dim=1).T
     torch.testing.assert_close(c, (x @ y).float(), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def batched_kernel(a_ptr, c_ptr):
+    a = tl.load(a_ptr + tl.arange(0, 2)[:, None, None] * 1024 + tl.arange(0, 16)[None, :, None] * 64
+                + tl.arange(0, 64)[None, None, :])
+    b = tl.load(a_ptr + tl.arange(0, 2)[:, None, None] * 1024 + tl.arange(0, 64)[None, :, None] * 16
+                + tl.arange(0, 16)[None, None, :])
+    c = tl.dot_scaled(a, None, "e4m3", b, None, "e4m3")
+    tl.store(c_ptr + tl.arange(0, 2)[:, None, None] * 256 + tl.arange(0, 16)[None, :, None] * 16
+             + tl.arange(0, 16)[None, None, :], c)
+
+
+@pytest.mark.construct("tl.dot_scaled")
+def test_batched_dot_scaled_refused():
+    from triton_iree import UnsupportedError
+    with pytest.raises(UnsupportedError, match=r"tl\.dot_scaled .*a 3-D \(batched\) dot") as e:
+        batched_kernel[(1,)](torch.zeros(2048, dtype=torch.uint8), torch.zeros(512))
+    assert f"test_dot_scaled.py:{batched_kernel.fn.__code__.co_firstlineno + 6}:" in str(e.value)
