@@ -17,10 +17,11 @@ from typing import Optional
 from iree.compiler import ir
 
 from . import rewrites, tile as t
+from .dot_scaled import DotScaled
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FP8_MAX, FloatCasts
 from .locations import library_call, loc_name, sort_call, source_loc
-from .pointers import Ptr, memory_dtype, ptr_pointee
+from .pointers import Addr, Ptr, known_divisor, memory_dtype, ptr_pointee, unit_bytes
 from .sort import BitonicSort
 
 # arith.cmpi / arith.cmpf predicate enums, as TTIR's generic form prints them (integers).
@@ -86,7 +87,7 @@ def _inserted_unit_dims(src: tuple[int, ...], dst: tuple[int, ...]) -> Optional[
     return axes if j == len(src) else None
 
 
-class TTIRReader(FloatCasts, BitonicSort):
+class TTIRReader(FloatCasts, BitonicSort, DotScaled):
     def __init__(self, text: str, context: Optional[ir.Context] = None):
         self.text = text
         self.context = context
@@ -181,7 +182,17 @@ class TTIRReader(FloatCasts, BitonicSort):
         x = self.env[v]
         if isinstance(x, Ptr):
             raise self._unsupported(op, "pointer used as a value")
+        if isinstance(x, Addr):
+            raise self._addr_misused(op)
         return x
+
+    def _addr_misused(self, op) -> UnsupportedError:
+        name = op.name if hasattr(op, "name") else op.operation.name
+        return UnsupportedError(f"an integer converted from a pointer (.to(tl.int64) on a pointer) used by "
+                                f"{python_name(name)}: triton-iree lets such an integer only have integers added or "
+                                "subtracted, be subtracted from another into the same argument, or be converted back "
+                                "to a pointer (a pointer is a tensor argument and an offset, not an address)",
+                                kernel=self.kernel_name, loc=source_loc(op.location))
 
     def _get(self, v: ir.Value):
         return self.env[v]
@@ -240,6 +251,9 @@ class TTIRReader(FloatCasts, BitonicSort):
 
     # -- arith / math --------------------------------------------------------------------
     def _elementwise(self, op, opname: str, loc: str) -> None:
+        if any(isinstance(self._get(v), Addr) for v in op.operands):
+            self._addr_arith(op, opname, loc)
+            return
         if opname == "arith.select" and isinstance(self._get(op.operands[1]), Ptr):
             self._select_ptr(op, loc)
             return
@@ -258,6 +272,19 @@ class TTIRReader(FloatCasts, BitonicSort):
         if (r := rewrites.elementwise(opname, args, ty, loc, self._emit_value)) is None:
             r = self._emit(t.Elementwise(opname, args, ty, attrs, loc)).result
         self._bind(op, r)
+
+    def _addr_arith(self, op, opname: str, loc: str) -> None:
+        """An integer added to or subtracted from the integer of a pointer, or two such subtracted."""
+        a, b = (self._get(v) for v in op.operands) if len(op.operands) == 2 else (None, None)
+        addr_a, addr_b = isinstance(a, Addr), isinstance(b, Addr)
+        if opname == "arith.subi" and addr_a and addr_b and a.buffer is b.buffer:
+            self._bind(op, self._emit(t.Elementwise("arith.subi", [a.value, b.value], a.value.type, loc=loc)).result)
+            return
+        if opname not in ("arith.addi", "arith.subi") or addr_a == addr_b or (opname == "arith.subi" and addr_b):
+            raise self._addr_misused(op)
+        addr, other = (a, self._val(op.operands[1], op)) if addr_a else (b, self._val(op.operands[0], op))
+        value = self._emit(t.Elementwise(opname, [addr.value, other], addr.value.type, loc=loc)).result
+        self._bind(op, Addr(addr.buffer, value))
 
     def _select_ptr(self, op, loc: str) -> None:
         cond = self._val(op.operands[0], op)
@@ -331,6 +358,8 @@ class TTIRReader(FloatCasts, BitonicSort):
             shape = tuple(ir.RankedTensorType(rty).shape)
             new = make(src.offsets, t.TileType(shape, "i64"))
             self._bind(op, src.moved(self._emit(new).result))
+        elif isinstance(src, Addr):
+            self._bind(op, Addr(src.buffer, self._emit(make(src.value, self._type(rty, op))).result))
         else:
             self._bind(op, self._emit(make(src, self._type(rty, op))).result)
 
@@ -366,6 +395,8 @@ class TTIRReader(FloatCasts, BitonicSort):
         src = self._get(op.operands[0])
         if isinstance(src, Ptr):
             self._bind(op, src.moved(self._emit(t.Unsplat(src.offsets, t.ScalarType("i64"), loc)).result))
+        elif isinstance(src, Addr):
+            self._bind(op, Addr(src.buffer, self._emit(t.Unsplat(src.value, t.ScalarType("i64"), loc)).result))
         else:
             self._bind(op, self._emit(t.Unsplat(src, self._type(op.results[0].type, op), loc)).result)
 
@@ -377,6 +408,8 @@ class TTIRReader(FloatCasts, BitonicSort):
         """tt.join / tt.cat: of two values, or of two pointers into one argument."""
         a, b = (self._get(v) for v in op.operands)
         rty = ir.RankedTensorType(op.results[0].type)
+        if isinstance(a, Addr) or isinstance(b, Addr):
+            raise self._addr_misused(op)
         if isinstance(a, Ptr) or isinstance(b, Ptr):
             if not (isinstance(a, Ptr) and isinstance(b, Ptr) and a.buffer is b.buffer and a.view == b.view):
                 raise self._unsupported(op, "pointers into different arguments")
@@ -399,6 +432,8 @@ class TTIRReader(FloatCasts, BitonicSort):
             for r, tv in zip(op.results, split.results):
                 self.env[r] = src.moved(tv)
             return
+        if isinstance(src, Addr):
+            raise self._addr_misused(op)
         split = self._emit(t.Split(src, [self._type(r.type, op) for r in op.results], loc))
         for r, tv in zip(op.results, split.results):
             self.env[r] = tv
@@ -409,6 +444,9 @@ class TTIRReader(FloatCasts, BitonicSort):
         if not isinstance(base, Ptr):
             raise self._unsupported(op, "base is not a pointer")
         off = self._sext64(self._val(op.operands[1], op), loc)
+        if base.wide != 1:   # offsets count buffer elements
+            off = self._emit(t.Elementwise("arith.muli", [off, self._emit(t.Constant(base.wide, off.type, loc)).result],
+                                           off.type, loc=loc)).result
         new = t.Elementwise("arith.addi", [base.offsets, off], off.type, loc=loc)
         self._bind(op, base.moved(self._emit(new).result))
 
@@ -425,6 +463,9 @@ class TTIRReader(FloatCasts, BitonicSort):
         ty = self._type(op.results[0].type, op)
         if ptr.scale != 1:
             self._bind(op, self._narrow_load(ptr, mask, other, ty, loc))
+            return
+        if ptr.wide != 1:
+            self._bind(op, self._wide_load(ptr, mask, other, ty, loc))
             return
         if ptr.view is None:
             self._bind(op, self._emit(t.Load(ptr.buffer, ptr.offsets, mask, other, ty, loc)).result)
@@ -453,14 +494,31 @@ class TTIRReader(FloatCasts, BitonicSort):
             raise self._unsupported(op, "bitcast of a pointer to a non-pointer")
         dtype = memory_dtype(pointee)
         if t.bitwidth(dtype) == t.bitwidth(src.dtype):
-            self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype, src.scale))
+            self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype, src.scale,
+                               src.wide))
             return
-        if src.scale != 1 or t.bitwidth(dtype) > t.bitwidth(src.dtype):
-            raise UnsupportedError(f"a pointer to {src.dtype} cast to a pointer to the wider {dtype} "
-                                   f"(.to(tl.pointer_type(...))) is not supported by triton-iree",
-                                   kernel=self.kernel_name, loc=loc)
+        if src.scale != 1:
+            # Back to offsets in buffer elements, if they are whole ones (else misaligned).
+            if known_divisor(src.offsets) % src.scale:
+                raise UnsupportedError(f"a pointer to {src.dtype}, cast from a pointer to the wider "
+                                       f"{src.buffer.dtype}, cast again to a pointer to {dtype} "
+                                       f"(.to(tl.pointer_type(...))) is supported by triton-iree only where its "
+                                       f"offset is known to be a multiple of {src.scale} (a whole "
+                                       f"{src.buffer.dtype}): a misaligned pointer", kernel=self.kernel_name, loc=loc)
+            shift = self._emit(t.Constant(src.scale.bit_length() - 1, src.offsets.type, loc)).result
+            src = Ptr(src.buffer, self._emit(t.Elementwise("arith.shrsi", [src.offsets, shift], src.offsets.type,
+                                                           loc=loc)).result)
+            if dtype == src.buffer.dtype:
+                self._bind(op, src)
+                return
+        width, buffer_width = t.bitwidth(dtype), t.bitwidth(src.buffer.dtype)
+        if width >= buffer_width:
+            # Offsets count buffer elements as before; `wide` of them in each view element.
+            self._bind(op, Ptr(src.buffer, src.offsets, None if dtype == src.buffer.dtype else dtype,
+                               wide=width // buffer_width))
+            return
         # A narrower view: offsets count its elements, `scale` in each buffer element.
-        scale = t.bitwidth(src.dtype) // t.bitwidth(dtype)
+        scale = buffer_width // width
         c = self._emit(t.Constant(scale, src.offsets.type, loc)).result
         offs = self._emit(t.Elementwise("arith.muli", [src.offsets, c], src.offsets.type, loc=loc)).result
         self._bind(op, Ptr(src.buffer, offs, dtype, scale))
@@ -486,19 +544,87 @@ class TTIRReader(FloatCasts, BitonicSort):
             return value
         return self._emit(t.Elementwise("arith.select", [mask, value, other], ty, loc=loc)).result
 
+    def _wide_load(self, ptr: Ptr, mask, other, ty: t.Type, loc: str) -> t.Value:
+        """A load through a wider view: its `wide` buffer elements, joined (little-endian).
+        Masked-off elements are `other`."""
+        narrow, wide = f"i{t.bitwidth(ptr.buffer.dtype)}", f"i{t.bitwidth(ptr.dtype)}"
+        value = None
+        for j in range(ptr.wide):
+            raw = self._emit(t.Load(ptr.buffer, self._part_offsets(ptr, j, loc), mask, None,
+                                    t.with_dtype(ty, ptr.buffer.dtype), loc)).result
+            part = self._emit(t.Elementwise("arith.extui", [self._bitcast(raw, narrow, loc)], t.with_dtype(ty, wide),
+                                            loc=loc)).result
+            if j:
+                shift = self._emit(t.Constant(j * t.bitwidth(narrow), part.type, loc)).result
+                part = self._emit(t.Elementwise("arith.shli", [part, shift], part.type, loc=loc)).result
+                part = self._emit(t.Elementwise("arith.ori", [value, part], part.type, loc=loc)).result
+            value = part
+        value = self._bitcast(value, ty.dtype, loc)
+        if other is None or mask is None:
+            return value
+        return self._emit(t.Elementwise("arith.select", [mask, value, other], ty, loc=loc)).result
+
+    def _wide_store(self, ptr: Ptr, value: t.Value, mask, loc: str) -> None:
+        """A store through a wider view: each of its `wide` buffer elements (little-endian)."""
+        narrow, wide = f"i{t.bitwidth(ptr.buffer.dtype)}", f"i{t.bitwidth(ptr.dtype)}"
+        bits = self._bitcast(value, wide, loc)
+        for j in range(ptr.wide):
+            part = bits
+            if j:
+                shift = self._emit(t.Constant(j * t.bitwidth(narrow), bits.type, loc)).result
+                part = self._emit(t.Elementwise("arith.shrui", [bits, shift], bits.type, loc=loc)).result
+            part = self._emit(t.Elementwise("arith.trunci", [part], t.with_dtype(bits.type, narrow), loc=loc)).result
+            self._emit(t.Store(ptr.buffer, self._part_offsets(ptr, j, loc), self._bitcast(part, ptr.buffer.dtype, loc),
+                               mask, loc))
+
+    def _part_offsets(self, ptr: Ptr, j: int, loc: str) -> t.Value:
+        """The offsets of buffer element `j` of each element of a wider view."""
+        if not j:
+            return ptr.offsets
+        c = self._emit(t.Constant(j, ptr.offsets.type, loc)).result
+        return self._emit(t.Elementwise("arith.addi", [ptr.offsets, c], ptr.offsets.type, loc=loc)).result
+
     def _op_tt_ptr_to_int(self, op, loc: str) -> None:
-        raise UnsupportedError("a pointer converted to an integer (.to(tl.int64) on a pointer) is not supported by "
-                               "triton-iree: pointers are arguments and offsets, not addresses",
-                               kernel=self.kernel_name, loc=loc)
+        """The pointer's byte offset in its argument, kept with the argument (`Addr`)."""
+        src = self._get(op.operands[0])
+        if not isinstance(src, Ptr):
+            raise self._unsupported(op, "a block pointer or descriptor converted to an integer")
+        unit = self._emit(t.Constant(unit_bytes(src), src.offsets.type, loc)).result
+        value = self._emit(t.Elementwise("arith.muli", [src.offsets, unit], src.offsets.type, loc=loc)).result
+        self._bind(op, Addr(src.buffer, value))
 
     def _op_tt_int_to_ptr(self, op, loc: str) -> None:
-        raise UnsupportedError("an integer converted to a pointer (.to(tl.pointer_type(...)) on an integer) is not "
-                               "supported by triton-iree: pointers are arguments and offsets, not addresses",
-                               kernel=self.kernel_name, loc=loc)
+        """An integer computed from a pointer, back to a pointer into the same argument, where
+        its byte offset is known to be a multiple of the element size (a misaligned pointer
+        faults on GPUs)."""
+        src = self._get(op.operands[0])
+        if not isinstance(src, Addr):
+            raise UnsupportedError("an integer converted to a pointer (.to(tl.pointer_type(...)) on an integer) is "
+                                   "supported by triton-iree only for an integer computed from a pointer argument "
+                                   "(.to(tl.int64) on it, plus or minus integers): pointers are arguments and "
+                                   "offsets, not addresses", kernel=self.kernel_name, loc=loc)
+        rty = op.results[0].type
+        dtype = memory_dtype(ptr_pointee(rty.element_type if isinstance(rty, ir.RankedTensorType) else rty))
+        width, buffer_width = t.bitwidth(dtype) // 8, t.bitwidth(src.buffer.dtype) // 8
+        unit = min(width, buffer_width)
+        if known_divisor(src.value) % unit:
+            raise UnsupportedError(f"an integer converted to a pointer to {dtype} (.to(tl.pointer_type(...))) is "
+                                   f"supported by triton-iree only where it is known to be the integer of a pointer "
+                                   f"plus or minus multiples of {unit} bytes: a misaligned pointer",
+                                   kernel=self.kernel_name, loc=loc)
+        offsets = src.value
+        if unit > 1:
+            shift = self._emit(t.Constant(unit.bit_length() - 1, src.value.type, loc)).result
+            offsets = self._emit(t.Elementwise("arith.shrsi", [src.value, shift], src.value.type, loc=loc)).result
+        view = None if dtype == src.buffer.dtype else dtype
+        self._bind(op, Ptr(src.buffer, offsets, view, scale=max(1, buffer_width // width),
+                           wide=max(1, width // buffer_width)))
 
     def _op_tt_atomic_rmw(self, op, loc: str) -> None:
         kind = ATOMIC_RMW_OPS[_attr_int(op, "atomic_rmw_op")]
         ptr, value, *mask = (self._get(v) for v in op.operands)
+        if isinstance(value, Addr):
+            raise self._addr_misused(op)
         self._atomic(op, kind, ptr, value, mask[0] if mask else None, None, loc)
 
     def _op_tt_atomic_cas(self, op, loc: str) -> None:
@@ -508,8 +634,8 @@ class TTIRReader(FloatCasts, BitonicSort):
     def _atomic(self, op, kind: str, ptr, value, mask, cmp, loc: str) -> None:
         if not isinstance(ptr, Ptr):
             raise self._unsupported(op, "atomic on a block pointer or descriptor")
-        if ptr.scale != 1:
-            raise self._unsupported(op, "atomic through a pointer cast to a narrower element type")
+        if ptr.scale != 1 or ptr.wide != 1:
+            raise self._unsupported(op, "atomic through a pointer cast to an element type of another size")
         if ptr.dtype not in ("i32", "i64", "f16", "bf16", "f32", "f64"):
             raise UnsupportedError(f"tl.atomic_{kind} on {ptr.dtype} is not supported by triton-iree",
                                    kernel=self.kernel_name, loc=loc)
@@ -534,6 +660,9 @@ class TTIRReader(FloatCasts, BitonicSort):
         if value.dtype == "i1":
             value = self._emit(t.Elementwise("arith.extui", [value], t.with_dtype(value.type, "i8"),
                                              loc=loc)).result
+        if ptr.wide != 1:
+            self._wide_store(ptr, value, mask, loc)
+            return
         self._emit(t.Store(ptr.buffer, ptr.offsets, self._bitcast(value, ptr.buffer.dtype, loc), mask, loc))
 
     def _op_tt_assert(self, op, loc: str) -> None:
@@ -569,17 +698,16 @@ class TTIRReader(FloatCasts, BitonicSort):
 
     def _op_tt_map_elementwise(self, op, loc: str) -> None:
         args = [self._val(v, op) for v in op.operands]
-        if _attr_int(op, "pack") != 1:
-            raise UnsupportedError("tl.map_elementwise with pack > 1 is not supported yet",
+        pack = _attr_int(op, "pack")
+        if pack > 1 and (not args[0].is_tile or args[0].type.numel % pack):
+            # (Triton's verifier takes only powers of two.)
+            raise UnsupportedError(f"tl.map_elementwise with pack={pack} over {args[0].type.mlir()}: the pack "
+                                   "must divide the number of elements",
                                    kernel=self.kernel_name, loc=loc)
-        if len(op.regions[0].blocks) != 1:
-            raise UnsupportedError("tl.map_elementwise of a function with a return inside an if (unstructured "
-                                   "control flow) is not supported yet; assign the result in both branches and "
-                                   "return once", kernel=self.kernel_name, loc=loc)
         body = self._scalar_region(op, op.regions[0].blocks[0])
         types = [self._type(r.type, op) for r in op.results]
-        mapped = self._emit(t.MapElementwise(args, body, types, loc))
-        for r, tv in zip(op.results, mapped.results):
+        results = rewrites.map_elementwise(args, body, types, pack, loc, self._emit)
+        for r, tv in zip(op.results, results):
             self.env[r] = tv
 
     def _op_tt_gather(self, op, loc: str) -> None:
@@ -629,6 +757,8 @@ class TTIRReader(FloatCasts, BitonicSort):
         """Pointer inits become their offsets; remembers which slots carry pointers."""
         vals, ptrs = [], []
         for x in inits:
+            if isinstance(x, Addr):
+                raise self._addr_misused(op)
             if isinstance(x, Ptr):
                 vals.append(x.offsets)
                 ptrs.append(x)
@@ -640,6 +770,8 @@ class TTIRReader(FloatCasts, BitonicSort):
     def _yielded(self, op, yields: list, bufs: list) -> list[t.Value]:
         out = []
         for y, buf in zip(yields, bufs):
+            if isinstance(y, Addr):
+                raise self._addr_misused(op)
             if isinstance(y, Ptr):
                 if buf is None or y.buffer is not buf.buffer or y.view != buf.view:
                     raise self._unsupported(op, "loop-carried pointer changes its base argument")

@@ -18,6 +18,9 @@ then translates the op as it is).
 - `dot` (``tt.dot``): an fp16 accumulator (``out_dtype=tl.float16``) accumulates in f32 and is
   rounded once, as tensor cores add their products: added up in fp16 along K the sums drift (by
   0.03 over K = 64, where Triton's own test_dot3d allows 0.01).
+- `map_elementwise` (``tt.map_elementwise``): with ``pack`` > 1 the function takes ``pack``
+  consecutive elements (row-major) of each argument and returns ``pack`` of each result: its
+  lanes as tiles of their own (reshaped, split), mapped with ``pack`` 1, joined back.
 - `atomic` (``tt.atomic_rmw``, ``tt.atomic_cas``): an atomic masked off everywhere (a mask
   Triton folded to false) does nothing, and its old values are undefined: a constant 0, no
   atomic op. (iree-compile fails on the dispatch if it stays.)
@@ -82,6 +85,41 @@ def dot(a: t.Value, b: t.Value, c: t.Value, loc: str, emit: Emit) -> Optional[t.
     wide = emit(t.Elementwise("arith.extf", [c], t.with_dtype(c.type, "f32"), loc=loc))
     acc = emit(t.Dot(a, b, wide, loc))
     return emit(t.Elementwise("arith.truncf", [acc], c.type, loc=loc))
+
+
+def map_elementwise(args: list[t.Value], body: t.Block, types: list[t.Type], pack: int, loc: str,
+                    emit_op: Callable[[t.Op], t.Op]) -> list[t.Value]:
+    """The results of tl.map_elementwise of `body` over `args` (tiles of one shape, `pack` a power
+    of two dividing their size; `body` takes `pack` lanes of each argument in turn and yields
+    `pack` lanes of each result in turn, as Triton's GPU code calls it)."""
+    if pack == 1:
+        return emit_op(t.MapElementwise(args, body, types, loc)).results
+    k = pack.bit_length() - 1
+    shape = args[0].shape
+    packs = args[0].type.numel // pack
+
+    def lanes(v: t.Value, depth: int) -> list[t.Value]:
+        # Lane j of the 2 x ... x 2 minor dims: its last bit picks the half of the last dim.
+        if depth == 0:
+            return [v]
+        lo, hi = emit_op(t.Split(v, [t.TileType(v.shape[:-1], v.dtype)] * 2, loc)).results
+        even, odd = lanes(lo, depth - 1), lanes(hi, depth - 1)
+        return [(odd if j % 2 else even)[j // 2] for j in range(2 ** depth)]
+
+    def joined(vs: list[t.Value]) -> t.Value:
+        if len(vs) == 1:
+            return vs[0]
+        lo, hi = joined(vs[0::2]), joined(vs[1::2])
+        return emit_op(t.Join(lo, hi, t.TileType(lo.shape + (2,), lo.dtype), loc)).result
+
+    ins = []
+    for a in args:
+        grouped = emit_op(t.Reshape(a, t.TileType((packs,) + (2,) * k, a.dtype), loc)).result
+        ins += lanes(grouped, k)
+    outs = emit_op(t.MapElementwise(ins, body, [t.TileType((packs,), ty.dtype) for ty in types for _ in range(pack)],
+                                    loc)).results
+    return [emit_op(t.Reshape(joined(outs[i * pack:(i + 1) * pack]), t.TileType(shape, ty.dtype), loc)).result
+            for i, ty in enumerate(types)]
 
 
 def atomic(value: t.Value, mask: Optional[t.Value], loc: str, emit: Emit) -> Optional[t.Value]:

@@ -189,8 +189,72 @@ def narrow_store_kernel(x_ptr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def wider_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    tl.store(out_ptr + tl.arange(0, BLOCK), tl.load(x_ptr.to(tl.pointer_type(tl.int32)) + tl.arange(0, BLOCK)))
+def wide_kernel(x_ptr, out_ptr, y_ptr, n, VIEW: tl.constexpr, BLOCK: tl.constexpr):
+    """Reads and writes buffers through pointers to a wider type: n view elements."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(x_ptr.to(tl.pointer_type(VIEW)) + offs, mask=m, other=7)
+    tl.store(out_ptr + offs, v, mask=m)
+    tl.store(y_ptr.to(tl.pointer_type(VIEW)) + offs, v, mask=m)
+
+
+@triton.jit
+def wide_scalar_kernel(x_ptr, out_ptr, back_ptr, i, VIEW: tl.constexpr):
+    # From an odd buffer element, and cast back to the buffer's type one element further.
+    p = (x_ptr + 1).to(tl.pointer_type(VIEW)) + i
+    tl.store(out_ptr, tl.load(p))
+    tl.store(back_ptr, tl.load(p.to(x_ptr.dtype) + 1))
+
+
+WIDE_VIEWS = [(torch.int32, torch.int64, tl.int64), (torch.int8, torch.int32, tl.int32),
+              (torch.float32, torch.float64, tl.float64), (torch.int16, torch.int64, tl.int64)]
+
+
+@pytest.mark.construct("pointer cast to another element size")
+@pytest.mark.parametrize("n", [BLOCK // 2 - 1, 3 * BLOCK // 2 + 1])
+@pytest.mark.parametrize("src,view,view_tl", WIDE_VIEWS)
+def test_load_store_through_a_wider_pointer(src, view, view_tl, n):
+    torch.manual_seed(n)
+    r = torch.empty(0, dtype=view).element_size() // torch.empty(0, dtype=src).element_size()
+    x = (torch.randn(n * r + 5) * 1000).to(src)[1:]      # a storage offset not a multiple of r
+    out = torch.zeros(n + BLOCK, dtype=view)
+    y = torch.full((n * r + 3,), 5, dtype=src)
+    wide_kernel[(triton.cdiv(n, BLOCK),)](x, out, y, n, VIEW=view_tl, BLOCK=BLOCK)
+    assert torch.equal(out[:n], x[:n * r].clone().view(view))
+    assert torch.equal(out[n:], torch.zeros(BLOCK, dtype=view))
+    assert torch.equal(y[:n * r], x[:n * r])
+    assert torch.equal(y[n * r:], torch.full((3,), 5, dtype=src))
+    one, back = torch.zeros(1, dtype=view), torch.zeros(1, dtype=src)
+    wide_scalar_kernel[(1,)](x, one, back, 3, VIEW=view_tl)
+    assert one.item() == x[1 + 3 * r:1 + 4 * r].clone().view(view).item()
+    assert back.item() == x[2 + 3 * r].item()
+
+
+@triton.jit
+def narrow_then_wide_kernel(x_ptr, out_ptr, i):
+    """Through bytes, whole elements on (4 * i bytes), to a wider type and to the buffer's own."""
+    p = x_ptr.to(tl.pointer_type(tl.int8)) + 4 * i
+    tl.store(out_ptr, tl.load(p.to(tl.pointer_type(tl.int64))))
+    tl.store(out_ptr + 1, tl.load(p.to(tl.pointer_type(tl.int32)) + 1).to(tl.int64))
+
+
+@pytest.mark.construct("pointer cast to another element size")
+def test_narrower_pointer_cast_back_to_whole_elements():
+    x = torch.randint(-2**31, 2**31 - 1, (12,), dtype=torch.int32)[1:]
+    out = torch.zeros(2, dtype=torch.int64)
+    narrow_then_wide_kernel[(1,)](x, out, 3)
+    assert out[0].item() == x[3:5].clone().view(torch.int64).item()
+    assert out[1].item() == x[4].item()
+
+
+@triton.jit
+def misaligned_cast_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, tl.load((x_ptr.to(tl.pointer_type(tl.int8)) + 2).to(tl.pointer_type(tl.int64))))
+
+
+@triton.jit
+def misaligned_address_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, tl.load((x_ptr.to(tl.int64) + 2).to(tl.pointer_type(tl.float32))))
 
 
 @triton.jit
@@ -203,18 +267,73 @@ def int_to_ptr_kernel(addr, out_ptr):
     tl.store(out_ptr, tl.load(addr.to(tl.int64).to(tl.pointer_type(tl.float32))))
 
 
+@triton.jit
+def address_kernel(x_ptr, i_ptr, out_ptr, y_ptr, d_ptr, n, BLOCK: tl.constexpr):
+    """Pointers converted to integers, moved by bytes, and converted back (to other types too)."""
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    a = x_ptr.to(tl.int64)
+    v = tl.load((a + 4 * 3).to(tl.pointer_type(tl.float32)) + offs, mask=m, other=-1.0)   # 3 floats on
+    w = tl.load((a + offs * 4).to(tl.pointer_type(tl.float32)), mask=m, other=0.0)        # a tile of them
+    tl.store(out_ptr + offs, v + w, mask=m)
+    tl.store((y_ptr.to(tl.int64) + 8 + offs * 4).to(tl.pointer_type(tl.float32)), v, mask=m)
+    tl.store(d_ptr, (x_ptr + 5).to(tl.int64) - a)                                         # a byte distance
+    tl.store(d_ptr + 1, tl.load((a + 9).to(tl.pointer_type(tl.int8))).to(tl.int64))     # a narrower view
+    tl.store(d_ptr + 2, tl.load((i_ptr.to(tl.int64) - 4 + 12).to(tl.pointer_type(tl.int64))))   # a wider one
+
+
+@pytest.mark.construct("pointer converted to an integer and back")
+@pytest.mark.parametrize("n", [BLOCK // 2 - 1, BLOCK - 5])
+def test_pointer_to_integer_and_back(n):
+    torch.manual_seed(n)
+    x = torch.randn(BLOCK + 9)[1:]
+    i32 = torch.randint(-2**31, 2**31 - 1, (9,), dtype=torch.int32)[1:]
+    out, y = torch.zeros(BLOCK), torch.full((BLOCK + 2,), 5.0)
+    d = torch.zeros(3, dtype=torch.int64)
+    address_kernel[(1,)](x, i32, out, y, d, n, BLOCK=BLOCK)
+    torch.testing.assert_close(out[:n], x[3:3 + n] + x[:n], rtol=0, atol=0)
+    assert (out[n:] == 0).all()
+    torch.testing.assert_close(y[2:2 + n], x[3:3 + n], rtol=0, atol=0)
+    assert (y[:2] == 5).all() and (y[2 + n:] == 5).all()
+    assert d[0].item() == 20
+    assert d[1].item() == x[2:3].clone().view(torch.int8)[1].item()
+    assert d[2].item() == i32[2:4].clone().view(torch.int64).item()
+
+
+@triton.jit
+def address_compare_kernel(x_ptr, y_ptr, out_ptr):
+    tl.store(out_ptr, (x_ptr.to(tl.int64) < y_ptr.to(tl.int64)).to(tl.int32))
+
+
+@pytest.mark.construct("pointer converted to an integer and back")
+@pytest.mark.parametrize("kernel,args,what", [
+    (ptr_to_int_kernel, lambda: [torch.zeros(1), torch.zeros(1, dtype=torch.int64)],
+     r"an integer converted from a pointer \(.to\(tl.int64\) on a pointer\) used by .*store"),
+    (address_compare_kernel, lambda: [torch.zeros(1), torch.zeros(1), torch.zeros(1, dtype=torch.int32)],
+     r"an integer converted from a pointer .* used by .*cmpi"),
+    (int_to_ptr_kernel, lambda: [123456, torch.zeros(1)],
+     r"an integer converted to a pointer .* only for an integer computed from a pointer argument"),
+    (misaligned_address_kernel, lambda: [torch.zeros(4), torch.zeros(1)],
+     r"an integer converted to a pointer to f32 .* plus or minus multiples of 4 bytes: a misaligned pointer"),
+])
+def test_unsupported_address_uses(kernel, args, what):
+    """An address the kernel could see (stored, compared across arguments) or invent."""
+    from triton_iree import UnsupportedError
+    with pytest.raises(UnsupportedError, match=what) as e:
+        kernel[(1,)](*args())
+    assert f"test_types.py:{kernel.fn.__code__.co_firstlineno + 2}:" in str(e.value)   # its one line
+
+
 @pytest.mark.construct("pointer cast to another element size")
 @pytest.mark.parametrize("kernel,args,what", [
     (narrow_store_kernel, lambda: [torch.zeros(16)], "a store through a pointer cast to the narrower i8"),
-    (wider_kernel, lambda: [torch.zeros(16, dtype=torch.int8), torch.zeros(16, dtype=torch.int32)],
-     "a pointer to i8 cast to a pointer to the wider i32"),
-    (ptr_to_int_kernel, lambda: [torch.zeros(1), torch.zeros(1, dtype=torch.int64)],
-     r"a pointer converted to an integer \(.to\(tl.int64\) on a pointer\)"),
-    (int_to_ptr_kernel, lambda: [123456, torch.zeros(1)], r"an integer converted to a pointer"),
+    (misaligned_cast_kernel, lambda: [torch.zeros(16), torch.zeros(1, dtype=torch.int64)],
+     r"a pointer to i8, cast from a pointer to the wider f32, cast again to a pointer to i64 .* only where its "
+     r"offset is known to be a multiple of 4"),
 ])
 def test_unsupported_pointer_casts(kernel, args, what):
     from triton_iree import UnsupportedError
-    meta = {"BLOCK": 16} if kernel in (narrow_store_kernel, wider_kernel) else {}
+    meta = {"BLOCK": 16} if kernel is narrow_store_kernel else {}
     with pytest.raises(UnsupportedError, match=what + r".*test_types.py:\d+"):
         kernel[(1,)](*args(), **meta)
 
