@@ -10,8 +10,8 @@ import triton.language as tl
 from oracle import interpret
 
 BLOCK = 64
-DTYPES = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool,
-          torch.float16, torch.float32, torch.float64]
+DTYPES = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint64,
+          torch.bool, torch.float16, torch.float32, torch.float64]
 OTHERS = [-float("inf"), float("inf"), float("nan"), -1.5, 3.7, 1e10, -1e10, 300, -1, 2 ** 40 + 3, True]
 
 
@@ -59,6 +59,28 @@ def test_load_other_converts_like_triton(dtype, other):
     n = BLOCK + 7
     x = (torch.arange(n) % 11 - 5).to(dtype)
     _check(load_other_kernel, x, 2 * BLOCK + 3, OTHER=other)
+
+
+@pytest.mark.construct("tl.load other (converted to the pointer's element type)")
+@pytest.mark.parametrize("other", [-1.5, 3.7, 300, -1, 2 ** 40 + 3, True], ids=repr)
+def test_load_other_converts_like_triton_to_uint32(other):
+    # Out of range, numpy's float to uint32 cast (the interpreter's) gives other values for an
+    # array than for one element, and the CPU's vector cast other values still: no reference.
+    x = torch.arange(BLOCK + 7, dtype=torch.int32).to(torch.uint32)
+    _check(load_other_kernel, x, 2 * BLOCK + 3, OTHER=other)
+
+
+@pytest.mark.construct("tl.load other (converted to the pointer's element type)")
+@pytest.mark.parametrize("other", [-float("inf"), float("nan"), -1.5, 3.7, 1e10, 300, -1, 2 ** 40 + 3, True], ids=repr)
+def test_load_other_converts_to_bfloat16_like_torch(other):
+    # (Triton's interpreter converts ints to bfloat16 as bits, and floats rounding toward zero.)
+    n, n_out = BLOCK + 7, 2 * BLOCK + 3
+    x = torch.arange(n).to(torch.bfloat16)
+    out = torch.zeros(n_out + 5, dtype=torch.bfloat16)
+    load_other_kernel[(triton.cdiv(n_out, BLOCK),)](x, out, n, n_out, OTHER=other, BLOCK=BLOCK)
+    src = torch.float32 if isinstance(other, float) else torch.int64
+    want = torch.cat([x, torch.tensor(other, dtype=src).to(torch.bfloat16).expand(n_out - n), torch.zeros(5)])
+    assert _same(out, want.to(torch.bfloat16))
 
 
 @pytest.mark.construct("tl.load other (converted to the pointer's element type)")
