@@ -221,6 +221,29 @@ def test_topk_compiles_for_cuda(tmp_path):
     _llvm_ir(text, tmp_path)
 
 
+@triton.jit
+def _constant_broadcast_store_kernel(out_ptr, n, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    tl.store(out_ptr + offs * 0 + tl.program_id(0), tl.full([B], 7.0, tl.float32), mask=offs < n)
+
+
+@triton.jit
+def _constant_gathered_store_kernel(out_ptr, n, R: tl.constexpr, C: tl.constexpr):
+    r, c = tl.arange(0, R)[:, None], tl.arange(0, C)[None, :]
+    tl.store(out_ptr + (r * r) % 5 + c * 0, tl.full([R, C], 7, tl.int32), mask=(r < n) & (c < n))
+
+
+@pytest.mark.parametrize("fn, sig, consts", [
+    (_constant_broadcast_store_kernel, {"out_ptr": "*fp32", "n": "i32"}, {"B": 64}),
+    (_constant_gathered_store_kernel, {"out_ptr": "*i32", "n": "i32"}, {"R": 8, "C": 16}),
+], ids=lambda c: getattr(c, "__name__", ""))
+def test_a_scattered_constant_compiles_for_cuda(fn, sig, consts, tmp_path):
+    """A constant stored element by element (a zero-stride or gathered pointer): IREE took the
+    dispatch for a copy and refused the mask's and offsets' tiles ('unexpected allocation while
+    bufferizing copy only dispatches'), as on the CPU (tests/conformance/test_store_constant)."""
+    _llvm_ir(_module(fn, sig, consts, 4), tmp_path)
+
+
 def test_a_2d_tile_read_on_one_thread_is_gathered_element_by_element():
     """A 2-D tile that a part on one thread reads is a linalg.generic that extracts each element
     from the buffer: as a tile of rows in each thread's private memory, IREE had each thread fill

@@ -11,6 +11,10 @@ then translates the op as it is).
     executables cannot link: inline f64 and i64 ops (`f64_math`).
   - f32, f16 and bf16 sin / cos / tan: an argument reduction right for every f32 (`f32_trig`,
     f16 / bf16 through f32). IREE's own reduces in f32: 2.8e-3 off at 1e5, wrong at 1e8.
+  - ``arith.fptosi`` / ``arith.fptoui`` of a constant (``tl.load(..., other=-float("inf"))`` on
+    an int pointer, ``tl.full(..., float).to(int)``): the constant, converted as Triton's
+    interpreter converts it (numpy's cast). Out of range or NaN, MLIR and LLVM fold the cast of a
+    constant to poison; at run time the CPU's own instruction gives numpy's value.
 - `reduce` (``tt.reduce``): ``tl.sum`` of one fp16 / bf16 tile adds in f32 and rounds once. The
   order of a reduction is not Triton's to promise, but its GPU code adds pairwise, where fp16 /
   bf16 partial sums stay accurate; IREE's CPU code adds along the row, where they stop growing
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+import numpy as np
+
 from . import f32_trig, f64_math, tile as t
 from .float_casts import FP8_MAX
 
@@ -43,11 +49,24 @@ def elementwise(opname: str, args: list[t.Value], ty: t.Type, loc: str, emit: Em
         bits = emit(t.Elementwise("arith.bitcast", args, i8, loc=loc))
         mag = emit(t.Elementwise("arith.andi", [bits, emit(t.Constant(0x7F, i8, loc))], i8, loc=loc))
         return emit(t.Elementwise("arith.bitcast", [mag], ty, loc=loc))
+    if (opname in ("arith.fptosi", "arith.fptoui") and isinstance(args[0].owner, t.Constant)
+            and t.bitwidth(ty.dtype) >= 8):
+        return emit(t.Constant(_float_to_int(args[0].owner.value, args[0].dtype, opname, ty.dtype), ty, loc))
     # fp64 functions that would call the C math library, written with inline f64 ops.
     if (r := f64_math.expand(opname, args, loc, emit)) is not None:
         return r
     # f32 (f16, bf16) sin / cos / tan with an argument reduction right for every f32.
     return f32_trig.expand(opname, args, loc, emit)
+
+
+def _float_to_int(value: float, src: str, opname: str, dst: str) -> int:
+    """The float constant `value` of type `src` converted to the integer type `dst` (signless; the
+    result as a signed int) by `opname`, as numpy (Triton's interpreter) converts it."""
+    bits = t.bitwidth(dst)
+    to = np.dtype(f"{'u' if opname == 'arith.fptoui' else ''}int{bits}")
+    with np.errstate(invalid="ignore"):     # out of range or NaN: the value the host's cast gives
+        r = np.array(value, np.float64 if src == "f64" else np.float32).astype(to)
+    return int(r.astype(f"int{bits}"))
 
 
 def reduce(srcs: list[t.Value], axis: int, combiner: t.Block, types: list[t.Type], loc: str,

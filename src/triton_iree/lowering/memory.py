@@ -7,7 +7,7 @@ from typing import Optional
 
 from .. import tile as t
 from ..errors import TYPE_NAMES
-from ..analysis import Box, GatherAccess, Poly, StructuredAccess
+from ..analysis import Box, GatherAccess, Poly, StructuredAccess, uniform_scalar
 from .values import EmitterBase, _Body, _bytes, _Tensor, literal
 
 class MemoryEmitter(EmitterBase):
@@ -723,6 +723,8 @@ class MemoryEmitter(EmitterBase):
         shape = op.value.shape
         val, offs = self.tensor(op.value), self.tensor(op.offsets)
         mask = self.tensor(op.mask) if op.mask is not None else None
+        u = uniform_scalar(op.value)
+        constant = u is not None and isinstance(u.owner, t.Constant)
         if self.spirv:
             # Vulkan: the workgroup's threads compute these tiles together (into workgroup
             # memory), and then each reads every element: a barrier in between (IREE places none,
@@ -755,8 +757,15 @@ class MemoryEmitter(EmitterBase):
                 self.w(f"{m} = tensor.extract {mask}[{at}] : {op.mask.type.mlir()}")
                 self.w(f"scf.if {m} {{")
                 self.indent += 1
-            one = self.fresh("one")
-            self.w(f"{one} = tensor.from_elements {x} : tensor<1x{p.dtype}>")
+            if constant:
+                # From a one-element linalg.fill: a constant's tensor.from_elements folds to a
+                # constant, and a dispatch whose stores all store constants (or loaded tiles) is
+                # bufferized by IREE as a copy, where the offsets' and mask's tiles are an
+                # allocation, an error ('unexpected allocation while bufferizing copy only dispatches').
+                one = self._fill(x, t.TileType((1,), p.dtype), stored=True)
+            else:
+                one = self.fresh("one")
+                self.w(f"{one} = tensor.from_elements {x} : tensor<1x{p.dtype}>")
             self.w(f"iree_tensor_ext.dispatch.tensor.store {one}, {self.binding[id(p)]}, offsets = [{oi}], "
                    f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
             if mask is not None:
