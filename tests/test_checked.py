@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -90,6 +91,13 @@ def no_assert_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     tl.store(out_ptr + offs, x * 2, mask=offs < n)
+
+
+@triton.jit
+def strided_copy_kernel(x_ptr, o_ptr, n, sx, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(o_ptr + offs, tl.load(x_ptr + offs * sx, mask=m), mask=m)
 
 
 def _line(fn, text: str) -> str:
@@ -249,3 +257,43 @@ def test_triton_debug_environment_variable(tmp_path):
     env = dict(os.environ, TRITON_DEBUG="1", TRITON_CACHE_DIR=str(tmp_path))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert p.stdout.strip() == "raised (7, 0, 0) 1000", p.stderr
+
+
+def test_negative_strides_reach_the_whole_storage_before_the_pointer():
+    x, n = torch.arange(1000.0), 1000
+    for debug in (False, True):
+        o = torch.full((n + 5,), -1.0)
+        strided_copy_kernel[(triton.cdiv(n, 128),)](x[999:], o, n, -1, BLOCK=128, debug=debug)
+        assert torch.equal(o[:n], x.flip(0)) and (o[n:] == -1).all()
+    with pytest.raises(DeviceError) as e:   # one element before the storage
+        strided_copy_kernel[(triton.cdiv(n + 1, 128),)](x[999:], o, n + 1, -1, BLOCK=128, debug=True)
+    assert (e.value.access, e.value.program_id, e.value.offset) == ("load", (7, 0, 0), -1000)
+    assert "outside [-999, 1)" in str(e.value)
+    out = torch.zeros(1)
+    scalar_kernel[(1,)](x[5:], out, -5, debug=True)
+    assert out.item() == 0
+    with pytest.raises(DeviceError) as e:
+        scalar_kernel[(1,)](x[5:], out, -6, debug=True)
+    assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", -6)
+
+
+def test_before_storage_that_starts_inside_an_aligned_line():
+    # The buffer imported for x starts at the 64-byte line before it; x[-1] is in that line but
+    # not in x's storage.
+    n = 100
+    big = np.arange(n + 64, dtype=np.float32)
+    k = next(k for k in range(16) if (big.ctypes.data + 4 * k) % 64 == 32)
+    x = torch.from_numpy(big[k:k + n])
+    assert x.data_ptr() % 64 == 32 and x.untyped_storage().data_ptr() == x.data_ptr()
+    out = torch.zeros(1)
+    with pytest.raises(DeviceError) as e:
+        scalar_kernel[(1,)](x, out, -1, debug=True)
+    assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", -1)
+    assert f"outside [0, {n})" in str(e.value) and out.item() == 0
+    o = torch.zeros(n)
+    with pytest.raises(DeviceError) as e:
+        load_shifted_kernel[(1,)](x, o, n, -1, BLOCK=128, debug=True)
+    assert (e.value.access, e.value.offset) == ("load", -1)
+    with pytest.raises(DeviceError) as e:
+        strided_copy_kernel[(1,)](x, o, 2, -1, BLOCK=128, debug=True)
+    assert (e.value.access, e.value.offset) == ("load", -1)

@@ -268,31 +268,38 @@ def _stack_bytes_needed(vmfb: bytes) -> int | None:
 
 
 # IREE's CPU code assumes 64-byte aligned buffers (it uses aligned vector loads and stores),
-# and its DLPack import refuses anything else. So a buffer is imported from the last 64-byte
-# aligned address at or before the tensor's first element, and the kernel gets the element
-# offset of that first element (one i64 per pointer argument, after the grid). That address
-# may lie before the storage (`torch.from_numpy` of memory that is only 16-byte aligned); it
-# is in the same page, and the kernel never touches the elements before its pointer.
+# and its DLPack import refuses anything else. So a buffer covers the tensor's whole storage
+# (a kernel may reach elements before its pointer, e.g. through a negative stride), imported
+# from a 64-byte aligned address, and the kernel gets the element offset of the tensor's first
+# element (one i64 per pointer argument, after the grid). For host memory that address is the
+# last aligned one at or before the storage, possibly before it (`torch.from_numpy` of memory
+# that is only 16-byte aligned), in the same page; the kernel never touches what lies there.
 IMPORT_ALIGNMENT = 64
 
 
 def import_span(tensor, alignment: int = IMPORT_ALIGNMENT) -> tuple[int, int, int]:
     """(base address, byte length, element offset of the first element) of the buffer that
     `import_tensor` imports for `tensor`: from the `alignment`-aligned base to the end of its
-    storage."""
+    storage. The base is at or before the storage's start for host memory; device memory
+    cannot be imported from before its storage, so there it is the first aligned address in the
+    storage (the last one at or before the first element if that comes first: `flat_view`
+    refuses it)."""
     esize = tensor.element_size()
     ptr = tensor.data_ptr()
-    lead = (ptr % alignment) // esize
     if ptr % esize:
         raise LaunchError(f"tensor memory at {ptr:#x} cannot be imported: it is not aligned to its "
                           f"{esize}-byte elements (copy it with .clone())")
-    return ptr - lead * esize, tensor.untyped_storage().nbytes() - (tensor.storage_offset() - lead) * esize, lead
+    storage = tensor.untyped_storage()
+    start = storage.data_ptr()
+    base = start - start % alignment
+    if base < start and not tensor.is_cpu:
+        base = min(base + alignment, ptr - ptr % alignment)
+    return base, start + storage.nbytes() - base, (ptr - base) // esize
 
 
 def flat_view(tensor) -> tuple[Any, int]:
-    """A 1-D view over the tensor's storage, starting at the last 64-byte aligned address at or
-    before its first element and running to the end of the storage, with the element offset of
-    the tensor's first element inside it. No copy."""
+    """A 1-D view over the tensor's storage from the aligned base of `import_span` to its end,
+    with the element offset of the tensor's first element inside it. No copy."""
     _, nbytes, lead = import_span(tensor)
     esize = tensor.element_size()
     if lead > tensor.storage_offset():
@@ -497,7 +504,8 @@ class Checks:
     def __init__(self, info: dict, plans: Sequence[ArgPlan]):
         self.sites, self.written = info["sites"], info["written"]
         self.plans = [ArgPlan("checks", True, "i64"),
-                      *(ArgPlan(f"{p.name}_extent", False, "i64", "int") for p in plans if p.is_buffer)]
+                      *(ArgPlan(f"{p.name}_{e}", False, "i64", "int") for p in plans if p.is_buffer
+                        for e in ("start", "end"))]
 
     @staticmethod
     def of(metadata, plans: Sequence[ArgPlan]) -> "Checks | None":
@@ -510,12 +518,15 @@ class Checks:
         import torch
         spans = check_arguments(kernel.dev, plans, values, grid, kernel.name)
         buffers = [(p.name, v) for p, v in zip(plans, values) if p.is_buffer]
-        # Each buffer's extent in elements, and its pointer's offset inside it.
-        bounds = {name: (nbytes // v.element_size(), lead) for (name, v), (_, nbytes, lead) in zip(buffers, spans)}
+        # Each buffer's storage inside the buffer imported for it, [start, end) in elements, and its
+        # pointer's offset there: the import may begin before the storage (host memory, aligned).
+        bounds = {name: (max(v.untyped_storage().data_ptr() - base, 0) // v.element_size(),
+                         nbytes // v.element_size(), lead)
+                  for (name, v), (base, nbytes, lead) in zip(buffers, spans)}
         n = grid[0] * grid[1] * grid[2]
         records = torch.zeros((max(n, 1), RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
-        kernel.launch([*plans, *self.plans], [*values, records, *(e for e, _ in bounds.values())], grid,
-                      shared=shared)
+        kernel.launch([*plans, *self.plans], [*values, records, *(e for b in bounds.values() for e in b[:2])],
+                      grid, shared=shared)
         failed = torch.nonzero(records[:n, 0])
         if len(failed):
             slot = int(failed[0, 0])
@@ -531,10 +542,10 @@ class Checks:
         if site["kind"] == "assert":
             raise DeviceError(f"device_assert failed in program {pid}: {site['message']}. {ran}",
                               assert_message=site["message"], **where)
-        extent, lead = bounds[site["param"]]
+        start, end, lead = bounds[site["param"]]
         raise DeviceError(
             f"out-of-bounds {site['kind']} through '{site['param']}' in program {pid}: element offset {offset} "
-            f"from the pointer is outside [{-lead}, {extent - lead}), the storage imported for it; that access "
+            f"from the pointer is outside [{start - lead}, {end - lead}), the tensor's storage; that access "
             f"was not performed. {ran}", access=site["kind"], param=site["param"], offset=offset, **where)
 
 
