@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_iree import DeviceError
+from triton_iree import DeviceError, LaunchError, runtime
 
 import kernels as K
 
@@ -203,6 +203,9 @@ def test_scalar_access():
     with pytest.raises(DeviceError) as e:
         scalar_kernel[(1,)](x, out, 10, debug=True)
     assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", 10)
+    with pytest.raises(DeviceError) as e:                     # x_ptr - 1
+        scalar_kernel[(1,)](x, out, -1, debug=True)
+    assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", -1)
 
 
 def test_first_failure_in_program_order_through_a_loop():
@@ -297,3 +300,22 @@ def test_before_storage_that_starts_inside_an_aligned_line():
     with pytest.raises(DeviceError) as e:
         strided_copy_kernel[(1,)](x, o, 2, -1, BLOCK=128, debug=True)
     assert (e.value.access, e.value.offset) == ("load", -1)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_grid_axis_of_2_31_programs_is_refused_before_anything_runs(monkeypatch, debug):
+    out = torch.zeros(256)
+    store_unmasked_kernel[(2,)](out, BLOCK=128, debug=debug)     # compiled; an allowed grid runs
+    assert torch.equal(out, torch.arange(256.0))
+    ran = []
+    monkeypatch.setattr(runtime.LoadedKernel, "_invoke", lambda self, ctx, args: ran.append("launch"))
+
+    def zeros(*args, **kwargs):   # the launch's own buffers (checked mode's records)
+        ran.append("allocation")
+        raise MemoryError("allocated for a refused grid")
+
+    monkeypatch.setattr(torch, "zeros", zeros)
+    for grid in [(2 ** 31,), (1, 2 ** 31), (1, 1, 2 ** 31)]:
+        with pytest.raises(LaunchError, match=f"grid dimension {2 ** 31} is out of range"):
+            store_unmasked_kernel[grid](out, BLOCK=128, debug=debug)
+    assert ran == []
