@@ -319,3 +319,62 @@ def test_a_grid_axis_of_2_31_programs_is_refused_before_anything_runs(monkeypatc
         with pytest.raises(LaunchError, match=f"grid dimension {2 ** 31} is out of range"):
             store_unmasked_kernel[grid](out, BLOCK=128, debug=debug)
     assert ran == []
+
+
+@triton.jit
+def one_failing_program_kernel(out_ptr, bad):
+    # Program `bad` stores out[0]; program bad + 1 stores out[1], past the end; the rest nothing.
+    pid = tl.program_id(0)
+    tl.store(out_ptr + pid - bad, 1.0, mask=(pid >= bad) & (pid <= bad + 1))
+
+
+@triton.jit
+def each_fails_kernel(out_ptr, n):
+    pid = tl.program_id(0)
+    tl.store(out_ptr + pid + n, 1.0)
+
+
+def _allocations(monkeypatch) -> list[int]:
+    """The bytes of each torch.zeros call from now on."""
+    sizes, real = [], torch.zeros
+
+    def zeros(*args, **kwargs):
+        t = real(*args, **kwargs)
+        sizes.append(t.numel() * t.element_size())
+        return t
+
+    monkeypatch.setattr(torch, "zeros", zeros)
+    return sizes
+
+
+def test_records_do_not_grow_with_the_grid(monkeypatch):
+    out = torch.zeros(1)
+    sizes = _allocations(monkeypatch)
+    programs, bad = 1 << 24, (1 << 24) - 1000
+    with pytest.raises(DeviceError) as e:
+        one_failing_program_kernel[(programs,)](out, bad, debug=True)
+    assert 0 < sum(sizes) <= 64 << 10
+    assert (e.value.access, e.value.program_id, e.value.offset) == ("store", (bad + 1, 0, 0), 1)
+    assert "share one record" in str(e.value) and out.item() == 1
+
+
+def test_more_failing_programs_than_records():
+    n = 3000
+    out = torch.zeros(n)
+    with pytest.raises(DeviceError) as e:
+        each_fails_kernel[(n,)](out, n, debug=True)
+    # A failing program, with its own offset: the record is one program's.
+    assert e.value.access == "store" and e.value.offset == e.value.program_id[0] + n
+    with pytest.raises(DeviceError) as e:   # fewer programs than records: the first, exactly
+        each_fails_kernel[(1000,)](out, n, debug=True)
+    assert (e.value.program_id, e.value.offset) == ((0, 0, 0), n) and "share" not in str(e.value)
+
+
+def test_a_checked_grid_past_its_records_tags_is_refused_before_anything_runs(monkeypatch):
+    out = torch.zeros(1)
+    one_failing_program_kernel[(1,)](out, 0, debug=True)
+    sizes = _allocations(monkeypatch)
+    monkeypatch.setattr(runtime.LoadedKernel, "_invoke", lambda self, ctx, args: sizes.append(-1))
+    with pytest.raises(LaunchError, match="checked mode launches at most"):
+        one_failing_program_kernel[(2 ** 31 - 1, 2 ** 31 - 1)](out, 0, debug=True)
+    assert sizes == []

@@ -16,14 +16,19 @@ Under Triton's debug switch (`TRITON_DEBUG=1`, or `@triton.jit(debug=True)`) the
 
 Each program keeps the first failure it meets as two i64 scalars, threaded through loops and
 ifs: the failing site's number plus one (0: none yet) and the offset (of the lowest failing
-element, relative to the argument's pointer). At its end, a program that failed stores them
-into its own slot (its linear program id) of an extra output buffer, so programs never write
-the same record. The runtime reads the records after the launch and raises `DeviceError` for
-the first failing program (`runtime.Checks`).
+element, relative to the argument's pointer). At its end, a program that failed writes a
+record of them into entry `slot % RECORD_ENTRIES` (slot: its linear program id) of an extra
+output buffer of a fixed size: with at most RECORD_ENTRIES programs, each has its own entry.
+Programs that share an entry may write it at the same time (there are no atomics); each of a
+record's i64 words is written whole, and each carries the writer's `slot // RECORD_ENTRIES` in
+its upper 32 bits, so the runtime keeps only records whose words all come from one program.
+It raises `DeviceError` for the first program among them (`runtime.Checks`).
 
-Launch ABI added after the kernel's own arguments: the record buffer (i64, 2 per program, zero
-on entry), then each buffer argument's start and end in parameter order; the record buffer's base
-offset comes last among the base offsets.
+Record words: slot + 1; then, each under that 32-bit tag, the site number plus one, the low
+and the high 32 bits of the offset. Launch ABI added after the kernel's own arguments: the
+record buffer (i64, RECORD_ENTRIES x RECORD_FIELDS, zero on entry), then each buffer argument's
+start and end in parameter order; the record buffer's base offset comes last among the base
+offsets.
 """
 from __future__ import annotations
 
@@ -33,7 +38,9 @@ from . import tile as t
 from .analysis import Box, Poly, StructuredAccess, analyze
 
 I64 = t.ScalarType("i64")
-RECORD_FIELDS = 2
+RECORD_ENTRIES = 1024
+RECORD_FIELDS = 4
+_LOW32 = (1 << 32) - 1
 _I64_MAX = (1 << 63) - 1
 _INT_ATOMS = ("i8", "i16", "i32", "i64")
 
@@ -94,10 +101,19 @@ class _Instrumenter:
         state = self.visit(k.body, (zero.result, zero.result))
         self.loc = k.loc
         self.block = k.body
-        at = self.ew("arith.muli", [t.program_slot(self.emit, self.loc), self.i64(RECORD_FIELDS)], "i64")
+        slot = t.program_slot(self.emit, self.loc)
+        entry = self.ew("arith.remsi", [slot, self.i64(RECORD_ENTRIES)], "i64")
+        at = self.ew("arith.muli", [entry, self.i64(RECORD_FIELDS)], "i64")
         at = self.ew("arith.addi", [self.record_base.value, at], "i64")
-        failed = self.ew("arith.cmpi", [state[0], self.i64(0)], "i1", predicate="ne")
-        for j, v in enumerate(state):
+        tag = self.ew("arith.divsi", [slot, self.i64(RECORD_ENTRIES)], "i64")
+        tag = self.ew("arith.shli", [tag, self.i64(32)], "i64")
+        code, offset = state
+        low = self.ew("arith.andi", [offset, self.i64(_LOW32)], "i64")
+        high = self.ew("arith.shrui", [offset, self.i64(32)], "i64")
+        words = [self.ew("arith.addi", [slot, self.i64(1)], "i64"),
+                 *(self.ew("arith.ori", [tag, w], "i64") for w in (code, low, high))]
+        failed = self.ew("arith.cmpi", [code, self.i64(0)], "i1", predicate="ne")
+        for j, v in enumerate(words):
             off = self.ew("arith.addi", [at, self.i64(j)], "i64")
             self.emit(t.Store(self.record, off, v, failed, self.loc))
         k.params += [self.record, *(e for p in k.buffers for e in self.extents[id(p)])]

@@ -24,7 +24,7 @@ import iree.runtime as rt
 import numpy as np
 from iree.runtime._binding import create_hal_driver
 
-from .checks import RECORD_FIELDS
+from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
 from .errors import DeviceError, LaunchError
 
@@ -524,29 +524,53 @@ class Checks:
                          nbytes // v.element_size(), lead)
                   for (name, v), (base, nbytes, lead) in zip(buffers, spans)}
         n = grid[0] * grid[1] * grid[2]
-        records = torch.zeros((max(n, 1), RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
+        if n > RECORD_ENTRIES << 32:
+            raise LaunchError(f"checked mode launches at most {RECORD_ENTRIES << 32} programs; this grid has {n}, "
+                              f"nothing ran", kernel=kernel.name)
+        records = torch.zeros((RECORD_ENTRIES, RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
         kernel.launch([*plans, *self.plans], [*values, records, *(e for b in bounds.values() for e in b[:2])],
                       grid, shared=shared)
-        failed = torch.nonzero(records[:n, 0])
-        if len(failed):
-            slot = int(failed[0, 0])
-            code, offset = records[slot].tolist()
+        written = records[records[:, 0] != 0].tolist()
+        if written:
+            whole = sorted(r for r in map(_record, written) if r is not None)
+            slot = whole[0][0] if whole else written[0][0] - 1
             pid = (slot % grid[0], slot // grid[0] % grid[1], slot // (grid[0] * grid[1]))
-            self._raise(kernel.name, self.sites[code - 1], pid, offset, bounds)
+            if not whole:
+                raise DeviceError(f"program {pid} failed a check, but failing programs that share its record "
+                                  f"wrote it at the same time, so what failed is unknown; the rest of the launch "
+                                  f"ran", kernel=kernel.name, loc="", program_id=pid)
+            _, code, offset = whole[0]
+            shared_note = "" if n <= RECORD_ENTRIES else (
+                f" (of the failing programs recorded: those whose linear ids differ by a multiple of "
+                f"{RECORD_ENTRIES} share one record, so an earlier program may have failed too)")
+            self._raise(kernel.name, self.sites[code - 1], pid, offset, bounds, shared_note)
 
-    def _raise(self, kernel: str, site: dict, pid: tuple[int, int, int], offset: int, bounds: dict) -> None:
+    def _raise(self, kernel: str, site: dict, pid: tuple[int, int, int], offset: int, bounds: dict,
+               note: str = "") -> None:
         names = ", ".join(f"'{w}'" for w in self.written)
         ran = (f"The rest of the launch ran, so {names} may have been written." if names
                else "The kernel writes no arguments.")
         where = dict(kernel=kernel, loc=site["loc"], program_id=pid)
         if site["kind"] == "assert":
-            raise DeviceError(f"device_assert failed in program {pid}: {site['message']}. {ran}",
+            raise DeviceError(f"device_assert failed in program {pid}{note}: {site['message']}. {ran}",
                               assert_message=site["message"], **where)
         start, end, lead = bounds[site["param"]]
         raise DeviceError(
-            f"out-of-bounds {site['kind']} through '{site['param']}' in program {pid}: element offset {offset} "
+            f"out-of-bounds {site['kind']} through '{site['param']}' in program {pid}{note}: element offset {offset} "
             f"from the pointer is outside [{start - lead}, {end - lead}), the tensor's storage; that access "
             f"was not performed. {ran}", access=site["kind"], param=site["param"], offset=offset, **where)
+
+
+def _record(words: list[int]) -> tuple[int, int, int] | None:
+    """(slot, site number + 1, offset) of a checked-mode record (see `checks`), or None when
+    its words were written by different programs."""
+    slot = words[0] - 1
+    tag = slot // RECORD_ENTRIES & 0xFFFFFFFF
+    code, low, high = ((w & (1 << 64) - 1) for w in words[1:])
+    if any(w >> 32 != tag for w in (code, low, high)):
+        return None
+    offset = (high & 0xFFFFFFFF) << 32 | low & 0xFFFFFFFF
+    return slot, code & 0xFFFFFFFF, offset - (1 << 64) if offset >> 63 else offset
 
 
 class SharedMemory:
