@@ -88,6 +88,25 @@ MUTATIONS = [
     # tl.trans read as the identity permutation.
     Mutation("trans-order-ignored", "reader.py", "t.Trans(v, order, ty, loc)", "t.Trans(v, tuple(sorted(order)), ty, loc)",
              ("tests/test_kernels.py::test_loads_and_stores_through_transposed_pointer_tiles",)),
+    # Checked mode's bounds of scalar accesses compared signed: an offset before the storage passes.
+    Mutation("scalar-bounds-signed", "checks.py",
+             '            ok = self.ew("arith.cmpi", [rel, size], "i1", predicate="ult")\n'
+             '            failed = self.ew("arith.cmpi", [rel, size], "i1", predicate="uge")\n',
+             '            ok = self.ew("arith.cmpi", [rel, size], "i1", predicate="slt")\n'
+             '            failed = self.ew("arith.cmpi", [rel, size], "i1", predicate="sge")\n',
+             ("tests/test_checked.py::test_scalar_access",
+              "tests/test_checked.py::test_before_storage_that_starts_inside_an_aligned_line")),
+    # A grid axis of 2^31 programs let through.
+    Mutation("grid-limit-one-late", "runtime.py", "if g < 0 or g >= 2 ** 31:", "if g < 0 or g > 2 ** 31:",
+             ("tests/test_checked.py::test_a_grid_axis_of_2_31_programs_is_refused_before_anything_runs",)),
+    # tl.min of unsigned integers starting from 0 instead of all ones.
+    Mutation("unsigned-min-identity-zero", "lowering/compute.py", '"arith.maxui": 0, "arith.minui": -1,',
+             '"arith.maxui": 0, "arith.minui": 0,',
+             ("tests/conformance/test_reductions.py::test_unsigned_reductions_match_interpreter",)),
+    # The conditions of a tile's size-1 dims (a one-element row's mask) ignored.
+    Mutation("point-cond-ignored", "lowering/memory.py",
+             "return self._and([self._cond_value(c) for c in box.conds])", "return None",
+             ("tests/test_kernels.py::test_masks_on_a_one_element_row",)),
 ]
 
 

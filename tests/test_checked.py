@@ -4,12 +4,13 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from triton_iree import DeviceError
+from triton_iree import DeviceError, LaunchError, runtime
 
 import kernels as K
 
@@ -90,6 +91,13 @@ def no_assert_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     tl.store(out_ptr + offs, x * 2, mask=offs < n)
+
+
+@triton.jit
+def strided_copy_kernel(x_ptr, o_ptr, n, sx, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(o_ptr + offs, tl.load(x_ptr + offs * sx, mask=m), mask=m)
 
 
 def _line(fn, text: str) -> str:
@@ -195,6 +203,9 @@ def test_scalar_access():
     with pytest.raises(DeviceError) as e:
         scalar_kernel[(1,)](x, out, 10, debug=True)
     assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", 10)
+    with pytest.raises(DeviceError) as e:                     # x_ptr - 1
+        scalar_kernel[(1,)](x, out, -1, debug=True)
+    assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", -1)
 
 
 def test_first_failure_in_program_order_through_a_loop():
@@ -249,3 +260,121 @@ def test_triton_debug_environment_variable(tmp_path):
     env = dict(os.environ, TRITON_DEBUG="1", TRITON_CACHE_DIR=str(tmp_path))
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert p.stdout.strip() == "raised (7, 0, 0) 1000", p.stderr
+
+
+def test_negative_strides_reach_the_whole_storage_before_the_pointer():
+    x, n = torch.arange(1000.0), 1000
+    for debug in (False, True):
+        o = torch.full((n + 5,), -1.0)
+        strided_copy_kernel[(triton.cdiv(n, 128),)](x[999:], o, n, -1, BLOCK=128, debug=debug)
+        assert torch.equal(o[:n], x.flip(0)) and (o[n:] == -1).all()
+    with pytest.raises(DeviceError) as e:   # one element before the storage
+        strided_copy_kernel[(triton.cdiv(n + 1, 128),)](x[999:], o, n + 1, -1, BLOCK=128, debug=True)
+    assert (e.value.access, e.value.program_id, e.value.offset) == ("load", (7, 0, 0), -1000)
+    assert "outside [-999, 1)" in str(e.value)
+    out = torch.zeros(1)
+    scalar_kernel[(1,)](x[5:], out, -5, debug=True)
+    assert out.item() == 0
+    with pytest.raises(DeviceError) as e:
+        scalar_kernel[(1,)](x[5:], out, -6, debug=True)
+    assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", -6)
+
+
+def test_before_storage_that_starts_inside_an_aligned_line():
+    # The buffer imported for x starts at the 64-byte line before it; x[-1] is in that line but
+    # not in x's storage.
+    n = 100
+    big = np.arange(n + 64, dtype=np.float32)
+    k = next(k for k in range(16) if (big.ctypes.data + 4 * k) % 64 == 32)
+    x = torch.from_numpy(big[k:k + n])
+    assert x.data_ptr() % 64 == 32 and x.untyped_storage().data_ptr() == x.data_ptr()
+    out = torch.zeros(1)
+    with pytest.raises(DeviceError) as e:
+        scalar_kernel[(1,)](x, out, -1, debug=True)
+    assert (e.value.access, e.value.param, e.value.offset) == ("load", "x_ptr", -1)
+    assert f"outside [0, {n})" in str(e.value) and out.item() == 0
+    o = torch.zeros(n)
+    with pytest.raises(DeviceError) as e:
+        load_shifted_kernel[(1,)](x, o, n, -1, BLOCK=128, debug=True)
+    assert (e.value.access, e.value.offset) == ("load", -1)
+    with pytest.raises(DeviceError) as e:
+        strided_copy_kernel[(1,)](x, o, 2, -1, BLOCK=128, debug=True)
+    assert (e.value.access, e.value.offset) == ("load", -1)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_grid_axis_of_2_31_programs_is_refused_before_anything_runs(monkeypatch, debug):
+    out = torch.zeros(256)
+    store_unmasked_kernel[(2,)](out, BLOCK=128, debug=debug)     # compiled; an allowed grid runs
+    assert torch.equal(out, torch.arange(256.0))
+    ran = []
+    monkeypatch.setattr(runtime.LoadedKernel, "_invoke", lambda self, ctx, args: ran.append("launch"))
+
+    def zeros(*args, **kwargs):   # the launch's own buffers (checked mode's records)
+        ran.append("allocation")
+        raise MemoryError("allocated for a refused grid")
+
+    monkeypatch.setattr(torch, "zeros", zeros)
+    for grid in [(2 ** 31,), (1, 2 ** 31), (1, 1, 2 ** 31)]:
+        with pytest.raises(LaunchError, match=f"grid dimension {2 ** 31} is out of range"):
+            store_unmasked_kernel[grid](out, BLOCK=128, debug=debug)
+    assert ran == []
+
+
+@triton.jit
+def one_failing_program_kernel(out_ptr, bad):
+    # Program `bad` stores out[0]; program bad + 1 stores out[1], past the end; the rest nothing.
+    pid = tl.program_id(0)
+    tl.store(out_ptr + pid - bad, 1.0, mask=(pid >= bad) & (pid <= bad + 1))
+
+
+@triton.jit
+def each_fails_kernel(out_ptr, n):
+    pid = tl.program_id(0)
+    tl.store(out_ptr + pid + n, 1.0)
+
+
+def _allocations(monkeypatch) -> list[int]:
+    """The bytes of each torch.zeros call from now on."""
+    sizes, real = [], torch.zeros
+
+    def zeros(*args, **kwargs):
+        t = real(*args, **kwargs)
+        sizes.append(t.numel() * t.element_size())
+        return t
+
+    monkeypatch.setattr(torch, "zeros", zeros)
+    return sizes
+
+
+def test_records_do_not_grow_with_the_grid(monkeypatch):
+    out = torch.zeros(1)
+    sizes = _allocations(monkeypatch)
+    programs, bad = 1 << 24, (1 << 24) - 1000
+    with pytest.raises(DeviceError) as e:
+        one_failing_program_kernel[(programs,)](out, bad, debug=True)
+    assert 0 < sum(sizes) <= 64 << 10
+    assert (e.value.access, e.value.program_id, e.value.offset) == ("store", (bad + 1, 0, 0), 1)
+    assert "share one record" in str(e.value) and out.item() == 1
+
+
+def test_more_failing_programs_than_records():
+    n = 3000
+    out = torch.zeros(n)
+    with pytest.raises(DeviceError) as e:
+        each_fails_kernel[(n,)](out, n, debug=True)
+    # A failing program, with its own offset: the record is one program's.
+    assert e.value.access == "store" and e.value.offset == e.value.program_id[0] + n
+    with pytest.raises(DeviceError) as e:   # fewer programs than records: the first, exactly
+        each_fails_kernel[(1000,)](out, n, debug=True)
+    assert (e.value.program_id, e.value.offset) == ((0, 0, 0), n) and "share" not in str(e.value)
+
+
+def test_a_checked_grid_past_its_records_tags_is_refused_before_anything_runs(monkeypatch):
+    out = torch.zeros(1)
+    one_failing_program_kernel[(1,)](out, 0, debug=True)
+    sizes = _allocations(monkeypatch)
+    monkeypatch.setattr(runtime.LoadedKernel, "_invoke", lambda self, ctx, args: sizes.append(-1))
+    with pytest.raises(LaunchError, match="checked mode launches at most"):
+        one_failing_program_kernel[(2 ** 31 - 1, 2 ** 31 - 1)](out, 0, debug=True)
+    assert sizes == []

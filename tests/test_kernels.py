@@ -8,6 +8,7 @@ an access past the last element crashes; they run in a process of their own.
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 import kernels as K
 from helpers import assert_fp16_rounding_of, edge_sizes, guarded
@@ -60,6 +61,34 @@ def test_masks_in_every_comparison_form(seeded, form):
             ref = torch.full((n,), 7.0)
             ref[lo:] = x[lo:] + 1
             assert torch.equal(out, ref), (n, lo)
+
+
+@triton.jit
+def _row_masks_kernel(x_ptr, out_ptr, M, N, L, BLOCK: tl.constexpr):
+    # Row pid (a one-element range, which Triton folds to a scalar) exists when L <= pid < M;
+    # the load's pointer does not depend on it, the store's does.
+    pid = tl.program_id(0)
+    r = pid + tl.arange(0, 1)
+    cols = tl.arange(0, BLOCK)
+    m = (r[:, None] < M) & (r[:, None] >= L) & (cols[None, :] < N)
+    x = tl.load(x_ptr + cols[None, :] + r[:, None] * 0, mask=m, other=-1.0)
+    tl.store(out_ptr + pid, tl.sum(x))
+    tl.store(out_ptr + 8 + r[:, None] * BLOCK + cols[None, :], x + 1, mask=m)
+
+
+def test_masks_on_a_one_element_row():
+    B, N = 32, 20
+    x = torch.randn(B)
+    for L, M in [(0, 3), (2, 5), (4, 4)]:
+        out = torch.full((8 + 6 * B,), 7.0)
+        _row_masks_kernel[(6,)](x, out, M, N, L, BLOCK=B)
+        rows = (torch.arange(6) >= L) & (torch.arange(6) < M)
+        sums = torch.where(rows, x[:N].sum() - (B - N), -B)
+        torch.testing.assert_close(out[:6], sums.float(), rtol=1e-5, atol=1e-5)
+        assert (out[6:8] == 7).all()
+        tile = torch.full((6, B), 7.0)
+        tile[rows, :N] = x[:N] + 1
+        assert torch.equal(out[8:].view(6, B), tile), (L, M)
 
 
 def test_vector_add_strided_views(seeded):

@@ -100,6 +100,46 @@ def test_flat_view_covers_the_storage_from_an_aligned_base():
     assert view.data_ptr() + view.numel() * 4 == base.data_ptr() + base.numel() * 4
 
 
+class _DeviceTensor:
+    """The parts of a GPU tensor that `import_span` reads: f32 elements at `ptr`, `offset`
+    elements into a storage of `nbytes` bytes."""
+    is_cpu = False
+
+    def __init__(self, ptr, offset, nbytes):
+        self.ptr, self.offset, self.nbytes = ptr, offset, nbytes
+
+    def element_size(self):
+        return 4
+
+    def data_ptr(self):
+        return self.ptr
+
+    def storage_offset(self):
+        return self.offset
+
+    def untyped_storage(self):
+        return type("Storage", (), {"data_ptr": lambda s: self.ptr - 4 * self.offset,
+                                    "nbytes": lambda s: self.nbytes})()
+
+
+def test_import_span_covers_the_storage_before_the_first_element():
+    # Host memory: from the aligned address at or before the storage's start.
+    base = torch.zeros(1000)
+    t = base[999:]
+    start, nbytes, lead = runtime.import_span(t)
+    assert start <= base.data_ptr() < start + 64 and start % 64 == 0
+    assert start + nbytes == base.data_ptr() + 4000 and start + 4 * lead == t.data_ptr()
+    view, lead = runtime.flat_view(base[37:500])
+    assert view.data_ptr() == base.data_ptr() and lead == 37
+    # Device memory cannot be imported from before its storage: from its first aligned address.
+    s0 = 1 << 20
+    assert runtime.import_span(_DeviceTensor(s0 + 4 * 999, 999, 4000)) == (s0, 4000, 999)
+    assert runtime.import_span(_DeviceTensor(s0 + 16 + 4 * 999, 999, 4000)) == (s0 + 64, 4000 - 48, 999 - 12)
+    # ... or, where the first element comes before that, the aligned address before it (which
+    # flat_view refuses).
+    assert runtime.import_span(_DeviceTensor(s0 + 16 + 4 * 3, 3, 400)) == (s0, 400 + 16, 7)
+
+
 def _mapped_address(bv):
     """The host address IREE reads and writes for an f32 buffer view."""
     return bv.get_buffer().map().asarray(tuple(bv.shape), np.dtype(np.float32)).ctypes.data

@@ -4,9 +4,10 @@ Under Triton's debug switch (`TRITON_DEBUG=1`, or `@triton.jit(debug=True)`) the
 `instrument` on the tile program before the analyses. It rewrites the kernel in place:
 
 - Every Load, Store and Atomic, structured or not, scalar or tile, fails where its mask holds and its
-  offset is outside ``[0, extent)``: offsets count elements from the start of the buffer the
-  runtime imported for the argument, and `extent` is that buffer's length (a new i64 scalar
-  parameter per buffer). A failing access is not performed at all: its negation (a scalar)
+  offset is outside ``[start, end)``: offsets count elements from the start of the buffer the
+  runtime imported for the argument, and `start` and `end` bound the argument's storage inside
+  it (two new i64 scalar parameters per buffer; the import may begin before the storage, at an
+  aligned address). A failing access is not performed at all: its negation (a scalar)
   joins the mask, which keeps a structured access structured. For structured accesses whose
   form the pointer analysis gives in scalars, failing is computed from their lowest and highest
   offsets (a few scalar ops); for the rest (gathers, pointers carried by loops), element by
@@ -15,14 +16,19 @@ Under Triton's debug switch (`TRITON_DEBUG=1`, or `@triton.jit(debug=True)`) the
 
 Each program keeps the first failure it meets as two i64 scalars, threaded through loops and
 ifs: the failing site's number plus one (0: none yet) and the offset (of the lowest failing
-element, relative to the argument's pointer). At its end, a program that failed stores them
-into its own slot (its linear program id) of an extra output buffer, so programs never write
-the same record. The runtime reads the records after the launch and raises `DeviceError` for
-the first failing program (`runtime.Checks`).
+element, relative to the argument's pointer). At its end, a program that failed writes a
+record of them into entry `slot % RECORD_ENTRIES` (slot: its linear program id) of an extra
+output buffer of a fixed size: with at most RECORD_ENTRIES programs, each has its own entry.
+Programs that share an entry may write it at the same time (there are no atomics); each of a
+record's i64 words is written whole, and each carries the writer's `slot // RECORD_ENTRIES` in
+its upper 32 bits, so the runtime keeps only records whose words all come from one program.
+It raises `DeviceError` for the first program among them (`runtime.Checks`).
 
-Launch ABI added after the kernel's own arguments: the record buffer (i64, 2 per program, zero
-on entry), then each buffer argument's extent in parameter order; the record buffer's base
-offset comes last among the base offsets.
+Record words: slot + 1; then, each under that 32-bit tag, the site number plus one, the low
+and the high 32 bits of the offset. Launch ABI added after the kernel's own arguments: the
+record buffer (i64, RECORD_ENTRIES x RECORD_FIELDS, zero on entry), then each buffer argument's
+start and end in parameter order; the record buffer's base offset comes last among the base
+offsets.
 """
 from __future__ import annotations
 
@@ -32,7 +38,9 @@ from . import tile as t
 from .analysis import Box, Poly, StructuredAccess, analyze
 
 I64 = t.ScalarType("i64")
-RECORD_FIELDS = 2
+RECORD_ENTRIES = 1024
+RECORD_FIELDS = 4
+_LOW32 = (1 << 32) - 1
 _I64_MAX = (1 << 63) - 1
 _INT_ATOMS = ("i8", "i16", "i32", "i64")
 
@@ -55,7 +63,8 @@ class _Instrumenter:
         index = len(kernel.params) + len(kernel.base_offsets)
         self.record = t.Param(index, "checks", "i64", True)
         self.record_base = self._scalar_param(index + 1, "checks_base")
-        self.extents = {id(p): self._scalar_param(index + 2 + i, f"{p.name}_extent")
+        self.extents = {id(p): (self._scalar_param(index + 2 + 2 * i, f"{p.name}_start"),
+                                self._scalar_param(index + 3 + 2 * i, f"{p.name}_end"))
                         for i, p in enumerate(kernel.buffers)}
 
     @staticmethod
@@ -92,13 +101,22 @@ class _Instrumenter:
         state = self.visit(k.body, (zero.result, zero.result))
         self.loc = k.loc
         self.block = k.body
-        at = self.ew("arith.muli", [t.program_slot(self.emit, self.loc), self.i64(RECORD_FIELDS)], "i64")
+        slot = t.program_slot(self.emit, self.loc)
+        entry = self.ew("arith.remsi", [slot, self.i64(RECORD_ENTRIES)], "i64")
+        at = self.ew("arith.muli", [entry, self.i64(RECORD_FIELDS)], "i64")
         at = self.ew("arith.addi", [self.record_base.value, at], "i64")
-        failed = self.ew("arith.cmpi", [state[0], self.i64(0)], "i1", predicate="ne")
-        for j, v in enumerate(state):
+        tag = self.ew("arith.divsi", [slot, self.i64(RECORD_ENTRIES)], "i64")
+        tag = self.ew("arith.shli", [tag, self.i64(32)], "i64")
+        code, offset = state
+        low = self.ew("arith.andi", [offset, self.i64(_LOW32)], "i64")
+        high = self.ew("arith.shrui", [offset, self.i64(32)], "i64")
+        words = [self.ew("arith.addi", [slot, self.i64(1)], "i64"),
+                 *(self.ew("arith.ori", [tag, w], "i64") for w in (code, low, high))]
+        failed = self.ew("arith.cmpi", [code, self.i64(0)], "i1", predicate="ne")
+        for j, v in enumerate(words):
             off = self.ew("arith.addi", [at, self.i64(j)], "i64")
             self.emit(t.Store(self.record, off, v, failed, self.loc))
-        k.params += [self.record, *(self.extents[id(p)] for p in k.buffers)]
+        k.params += [self.record, *(e for p in k.buffers for e in self.extents[id(p)])]
         k.base_offsets.append(self.record_base)
         return self.sites
 
@@ -118,24 +136,27 @@ class _Instrumenter:
         return state
 
     def access(self, op: t.Load | t.Store | t.Atomic, state: tuple) -> tuple:
-        """Checks op's offsets against its buffer's extent. A failing access is not performed at
+        """Checks op's offsets against its buffer's storage. A failing access is not performed at
         all: a scalar condition joins its mask, which keeps a structured access structured."""
         offs, mask = op.offsets, op.mask
-        extent, base = self.extents[id(op.buffer)].value, self._base(op.buffer)
+        start, end = (e.value for e in self.extents[id(op.buffer)])
+        size, base = self.ew("arith.subi", [end, start], "i64"), self._base(op.buffer)
         kind = {t.Load: "load", t.Store: "store", t.Atomic: "atomic"}[type(op)]
         site = Site(kind, op.buffer.name, op.loc)
         if not offs.is_tile:
-            # Unsigned: a negative offset is huge.
-            ok = self.ew("arith.cmpi", [offs, extent], "i1", predicate="ult")
-            failed = self.ew("arith.cmpi", [offs, extent], "i1", predicate="uge")
+            # Unsigned: an offset before the start is huge.
+            rel = self.ew("arith.subi", [offs, start], "i64")
+            ok = self.ew("arith.cmpi", [rel, size], "i1", predicate="ult")
+            failed = self.ew("arith.cmpi", [rel, size], "i1", predicate="uge")
             if mask is not None:
                 ok, failed = self.ew("arith.andi", [mask, ok], "i1"), self.ew("arith.andi", [mask, failed], "i1")
             op.mask = ok
             return self.update(failed, self.ew("arith.subi", [offs, base], "i64"), site, state)
-        bad = self.ew("arith.cmpi", [offs, self.emit(t.Splat(extent, offs.type, self.loc))], "i1", predicate="uge")
+        rel = self.ew("arith.subi", [offs, self.emit(t.Splat(start, offs.type, self.loc))], "i64")
+        bad = self.ew("arith.cmpi", [rel, self.emit(t.Splat(size, offs.type, self.loc))], "i1", predicate="uge")
         if mask is not None:
             bad = self.ew("arith.andi", [mask, bad], "i1")
-        failed = self.bounds(op, extent)
+        failed = self.bounds(op, start, end)
         if failed is None:
             failed = self.any(bad)
         ok = self.emit(t.Splat(self.negate(failed), bad.type, self.loc))
@@ -149,8 +170,8 @@ class _Instrumenter:
         where = self.emit(t.If(failed, then, t.Block(yields=[state[1]]), [I64], self.loc))
         return self.update(failed, where, site, state)
 
-    def bounds(self, op: t.Load | t.Store | t.Atomic, extent: t.Value) -> t.Value | None:
-        """Whether a structured access leaves [0, extent), from its lowest and highest offsets
+    def bounds(self, op: t.Load | t.Store | t.Atomic, lo: t.Value, hi: t.Value) -> t.Value | None:
+        """Whether a structured access leaves [lo, hi), from its lowest and highest offsets
         (over the mask's box); None where its form mentions a loop-carried pointer, and for
         atomics (checked element by element)."""
         if isinstance(op, t.Atomic):
@@ -180,8 +201,8 @@ class _Instrumenter:
         for c in box.conds:
             conds.append(c.value if c.kind == "val" else
                          self.ew("arith.cmpi", [self.poly(c.poly), self.i64(0)], "i1", predicate="slt"))
-        failed = self.ew("arith.ori", [self.ew("arith.cmpi", [low, self.i64(0)], "i1", predicate="slt"),
-                                       self.ew("arith.cmpi", [high, extent], "i1", predicate="sge")], "i1")
+        failed = self.ew("arith.ori", [self.ew("arith.cmpi", [low, lo], "i1", predicate="slt"),
+                                       self.ew("arith.cmpi", [high, hi], "i1", predicate="sge")], "i1")
         for c in conds:
             failed = self.ew("arith.andi", [failed, c], "i1")
         return failed

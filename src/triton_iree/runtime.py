@@ -24,7 +24,7 @@ import iree.runtime as rt
 import numpy as np
 from iree.runtime._binding import create_hal_driver
 
-from .checks import RECORD_FIELDS
+from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
 from .errors import DeviceError, LaunchError
 from .types import POINTER_TYPES
@@ -265,31 +265,38 @@ def _stack_bytes_needed(vmfb: bytes) -> int | None:
 
 
 # IREE's CPU code assumes 64-byte aligned buffers (it uses aligned vector loads and stores),
-# and its DLPack import refuses anything else. So a buffer is imported from the last 64-byte
-# aligned address at or before the tensor's first element, and the kernel gets the element
-# offset of that first element (one i64 per pointer argument, after the grid). That address
-# may lie before the storage (`torch.from_numpy` of memory that is only 16-byte aligned); it
-# is in the same page, and the kernel never touches the elements before its pointer.
+# and its DLPack import refuses anything else. So a buffer covers the tensor's whole storage
+# (a kernel may reach elements before its pointer, e.g. through a negative stride), imported
+# from a 64-byte aligned address, and the kernel gets the element offset of the tensor's first
+# element (one i64 per pointer argument, after the grid). For host memory that address is the
+# last aligned one at or before the storage, possibly before it (`torch.from_numpy` of memory
+# that is only 16-byte aligned), in the same page; the kernel never touches what lies there.
 IMPORT_ALIGNMENT = 64
 
 
 def import_span(tensor, alignment: int = IMPORT_ALIGNMENT) -> tuple[int, int, int]:
     """(base address, byte length, element offset of the first element) of the buffer that
     `import_tensor` imports for `tensor`: from the `alignment`-aligned base to the end of its
-    storage."""
+    storage. The base is at or before the storage's start for host memory; device memory
+    cannot be imported from before its storage, so there it is the first aligned address in the
+    storage (the last one at or before the first element if that comes first: `flat_view`
+    refuses it)."""
     esize = tensor.element_size()
     ptr = tensor.data_ptr()
-    lead = (ptr % alignment) // esize
     if ptr % esize:
         raise LaunchError(f"tensor memory at {ptr:#x} cannot be imported: it is not aligned to its "
                           f"{esize}-byte elements (copy it with .clone())")
-    return ptr - lead * esize, tensor.untyped_storage().nbytes() - (tensor.storage_offset() - lead) * esize, lead
+    storage = tensor.untyped_storage()
+    start = storage.data_ptr()
+    base = start - start % alignment
+    if base < start and not tensor.is_cpu:
+        base = min(base + alignment, ptr - ptr % alignment)
+    return base, start + storage.nbytes() - base, (ptr - base) // esize
 
 
 def flat_view(tensor) -> tuple[Any, int]:
-    """A 1-D view over the tensor's storage, starting at the last 64-byte aligned address at or
-    before its first element and running to the end of the storage, with the element offset of
-    the tensor's first element inside it. No copy."""
+    """A 1-D view over the tensor's storage from the aligned base of `import_span` to its end,
+    with the element offset of the tensor's first element inside it. No copy."""
     _, nbytes, lead = import_span(tensor)
     esize = tensor.element_size()
     if lead > tensor.storage_offset():
@@ -497,7 +504,8 @@ class Checks:
     def __init__(self, info: dict, plans: Sequence[ArgPlan]):
         self.sites, self.written = info["sites"], info["written"]
         self.plans = [ArgPlan("checks", True, "i64"),
-                      *(ArgPlan(f"{p.name}_extent", False, "i64", "int") for p in plans if p.is_buffer)]
+                      *(ArgPlan(f"{p.name}_{e}", False, "i64", "int") for p in plans if p.is_buffer
+                        for e in ("start", "end"))]
 
     @staticmethod
     def of(metadata, plans: Sequence[ArgPlan]) -> "Checks | None":
@@ -510,32 +518,59 @@ class Checks:
         import torch
         spans = check_arguments(kernel.dev, plans, values, grid, kernel.name)
         buffers = [(p.name, v) for p, v in zip(plans, values) if p.is_buffer]
-        # Each buffer's extent in elements, and its pointer's offset inside it.
-        bounds = {name: (nbytes // v.element_size(), lead) for (name, v), (_, nbytes, lead) in zip(buffers, spans)}
+        # Each buffer's storage inside the buffer imported for it, [start, end) in elements, and its
+        # pointer's offset there: the import may begin before the storage (host memory, aligned).
+        bounds = {name: (max(v.untyped_storage().data_ptr() - base, 0) // v.element_size(),
+                         nbytes // v.element_size(), lead)
+                  for (name, v), (base, nbytes, lead) in zip(buffers, spans)}
         n = grid[0] * grid[1] * grid[2]
-        records = torch.zeros((max(n, 1), RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
-        kernel.launch([*plans, *self.plans], [*values, records, *(e for e, _ in bounds.values())], grid,
-                      shared=shared)
-        failed = torch.nonzero(records[:n, 0])
-        if len(failed):
-            slot = int(failed[0, 0])
-            code, offset = records[slot].tolist()
+        if n > RECORD_ENTRIES << 32:
+            raise LaunchError(f"checked mode launches at most {RECORD_ENTRIES << 32} programs; this grid has {n}, "
+                              f"nothing ran", kernel=kernel.name)
+        records = torch.zeros((RECORD_ENTRIES, RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
+        kernel.launch([*plans, *self.plans], [*values, records, *(e for b in bounds.values() for e in b[:2])],
+                      grid, shared=shared)
+        written = records[records[:, 0] != 0].tolist()
+        if written:
+            whole = sorted(r for r in map(_record, written) if r is not None)
+            slot = whole[0][0] if whole else written[0][0] - 1
             pid = (slot % grid[0], slot // grid[0] % grid[1], slot // (grid[0] * grid[1]))
-            self._raise(kernel.name, self.sites[code - 1], pid, offset, bounds)
+            if not whole:
+                raise DeviceError(f"program {pid} failed a check, but failing programs that share its record "
+                                  f"wrote it at the same time, so what failed is unknown; the rest of the launch "
+                                  f"ran", kernel=kernel.name, loc="", program_id=pid)
+            _, code, offset = whole[0]
+            shared_note = "" if n <= RECORD_ENTRIES else (
+                f" (of the failing programs recorded: those whose linear ids differ by a multiple of "
+                f"{RECORD_ENTRIES} share one record, so an earlier program may have failed too)")
+            self._raise(kernel.name, self.sites[code - 1], pid, offset, bounds, shared_note)
 
-    def _raise(self, kernel: str, site: dict, pid: tuple[int, int, int], offset: int, bounds: dict) -> None:
+    def _raise(self, kernel: str, site: dict, pid: tuple[int, int, int], offset: int, bounds: dict,
+               note: str = "") -> None:
         names = ", ".join(f"'{w}'" for w in self.written)
         ran = (f"The rest of the launch ran, so {names} may have been written." if names
                else "The kernel writes no arguments.")
         where = dict(kernel=kernel, loc=site["loc"], program_id=pid)
         if site["kind"] == "assert":
-            raise DeviceError(f"device_assert failed in program {pid}: {site['message']}. {ran}",
+            raise DeviceError(f"device_assert failed in program {pid}{note}: {site['message']}. {ran}",
                               assert_message=site["message"], **where)
-        extent, lead = bounds[site["param"]]
+        start, end, lead = bounds[site["param"]]
         raise DeviceError(
-            f"out-of-bounds {site['kind']} through '{site['param']}' in program {pid}: element offset {offset} "
-            f"from the pointer is outside [{-lead}, {extent - lead}), the storage imported for it; that access "
+            f"out-of-bounds {site['kind']} through '{site['param']}' in program {pid}{note}: element offset {offset} "
+            f"from the pointer is outside [{start - lead}, {end - lead}), the tensor's storage; that access "
             f"was not performed. {ran}", access=site["kind"], param=site["param"], offset=offset, **where)
+
+
+def _record(words: list[int]) -> tuple[int, int, int] | None:
+    """(slot, site number + 1, offset) of a checked-mode record (see `checks`), or None when
+    its words were written by different programs."""
+    slot = words[0] - 1
+    tag = slot // RECORD_ENTRIES & 0xFFFFFFFF
+    code, low, high = ((w & (1 << 64) - 1) for w in words[1:])
+    if any(w >> 32 != tag for w in (code, low, high)):
+        return None
+    offset = (high & 0xFFFFFFFF) << 32 | low & 0xFFFFFFFF
+    return slot, code & 0xFFFFFFFF, offset - (1 << 64) if offset >> 63 else offset
 
 
 class SharedMemory:

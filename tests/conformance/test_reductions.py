@@ -1,5 +1,6 @@
 """Reductions to a scalar, with keep_dims, over bool, with an accumulation dtype; tensors of one
 element as scalars; against torch and Triton's interpreter."""
+import numpy as np
 import pytest
 import torch
 import triton
@@ -245,3 +246,50 @@ def test_2d_tile_to_a_scalar(op):
     out = torch.zeros(1)
     reduce_all_2d_kernel[(1,)](x, out, OP=op, M=16, N=32)
     torch.testing.assert_close(out[0], getattr(x, op)(), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def _unsigned(x, BITS: tl.constexpr):
+    if BITS == 8:
+        return x.to(tl.uint8, bitcast=True)
+    elif BITS == 16:
+        return x.to(tl.uint16, bitcast=True)
+    elif BITS == 32:
+        return x.to(tl.uint32, bitcast=True)
+    else:
+        return x.to(tl.uint64, bitcast=True)
+
+
+@triton.jit
+def unsigned_reduce_kernel(x_ptr, out_ptr, n, BITS: tl.constexpr, BLOCK: tl.constexpr):
+    # Program 0: a whole block; program 1: a block masked at n. Results as int64 bits.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    lo = _unsigned(tl.load(x_ptr + offs, mask=m, other=0), BITS)    # masked-off: 0
+    hi = _unsigned(tl.load(x_ptr + offs, mask=m, other=-1), BITS)   # masked-off: all ones
+    out = out_ptr + tl.program_id(0) * 5
+    tl.store(out, tl.min(hi).to(tl.uint64).to(tl.int64, bitcast=True))
+    tl.store(out + 1, tl.max(lo).to(tl.uint64).to(tl.int64, bitcast=True))
+    tl.store(out + 2, tl.sum(lo).to(tl.uint64).to(tl.int64, bitcast=True))
+    tl.store(out + 3, tl.argmin(hi, axis=0).to(tl.int64))
+    tl.store(out + 4, tl.argmax(lo, axis=0).to(tl.int64))
+
+
+@pytest.mark.construct("tl.max / tl.min to a scalar")
+@pytest.mark.parametrize("bits", [8, 16, 32, 64])
+def test_unsigned_reductions_match_interpreter(bits):
+    n = BLOCK + 37
+    rng = np.random.default_rng(bits)
+    # Distinct values, none 0 or all ones; about half have the top bit set (negative as signed).
+    u = rng.choice((1 << min(bits, 16)) - 2, n, replace=False).astype(np.uint64) + np.uint64(1)
+    if bits > 16:
+        u = u << np.uint64(bits - 16) | rng.integers(0, 1 << 16, n, dtype=np.uint64)
+    x = torch.from_numpy(u.astype(f"u{bits // 8}").view(f"i{bits // 8}"))
+    args = [x, torch.full((10,), 7, dtype=torch.int64), n]
+    ref = interpret(unsigned_reduce_kernel, (2,), args, BITS=bits, BLOCK=BLOCK)
+    unsigned_reduce_kernel[(2,)](*args, BITS=bits, BLOCK=BLOCK)
+    assert torch.equal(args[1], ref[1])
+    for p, block in enumerate((u[:BLOCK], u[BLOCK:n])):   # and against numpy
+        total = int(block.sum(dtype="u8")) % (1 << max(bits, 32))   # tl.sum widens narrow ints to 32 bits
+        want = [block.min(), block.max(), total, block.argmin(), block.argmax()]
+        assert args[1][p * 5:p * 5 + 5].numpy().view("u8").tolist() == [int(w) for w in want]

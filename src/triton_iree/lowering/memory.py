@@ -522,14 +522,14 @@ class MemoryEmitter(EmitterBase):
         return res
 
     def _point_cond(self, box: Optional[Box]) -> Optional[str]:
-        """For a single-element access: an i1 that holds when index 0 is inside `box`."""
+        """For a single-element access, or the dims of size 1 of a tile: an i1 that holds when
+        index 0 is inside `box`. Only its conds can say so: the analysis bounds only dims that
+        offsets vary along, never one of size 1 (Triton folds a one-element tl.arange)."""
         if box is None:
             return None
-        conds = [self._cond_value(c) for c in box.conds]
-        for d in range(len(box.lo)):
-            conds += [self._cmp("sle", self.poly(q), self.idx(0)) for q in box.lo[d]]
-            conds += [self._cmp("sgt", self.poly(q), self.idx(0)) for q in box.hi[d]]
-        return self._and(conds)
+        if any(box.lo) or any(box.hi):
+            raise AssertionError(f"a bound on a dim of size 1: {box}")
+        return self._and([self._cond_value(c) for c in box.conds])
 
     def _scalar_read(self, p: t.Param, off: str, box: Optional[Box], other: Optional[str], dt: str,
                      snapshot: bool) -> str:
