@@ -186,6 +186,9 @@ class ControlEmitter(EmitterBase):
 
     def _while(self, op: t.While) -> None:
         """scf.while: carried values cross its regions as scalars and vectors."""
+        if any(v.is_tile for o in op.before.walk() for v in o.operands() + o.results):
+            self._rotated_while(op)
+            return
         inits = [self._region_value(v) for v in op.inits]
         types = ", ".join(ty for _, ty in inits)
         fwd = [self._carried_type(v) if v.is_tile else v.dtype for v in op.results]
@@ -205,6 +208,53 @@ class ControlEmitter(EmitterBase):
         names = [res] if len(op.results) == 1 else [f"{res}#{i}" for i in range(len(op.results))]
         for v, n in zip(op.results, names):
             self._bind_region_value(v, n)
+
+    def _rotated_while(self, op: t.While) -> None:
+        """scf.while whose condition computes on tiles (`while tl.sum(v) > c`): the condition
+        and forwarded values are computed before the loop and again at the end of its body, and
+        the loop carries them; its before region only tests the condition. IREE's loop-invariant
+        code motion copies a before region in front of the loop (a zero-trip check), and a tile
+        op there twice fails to compile: its configuration set twice on llvm-cpu ('multiple ops
+        within dispatch trying to set the translation info'), 'failed to distribute' on CUDA."""
+        fwd = [self._carried_type(v) if v.is_tile else v.dtype for v in op.results]
+        types = ", ".join([op.cond.dtype] + fwd)
+        first = self._before_values(op.before, [self._region_value(v)[0] for v in op.inits])
+        res = self.fresh("while") if op.results else None
+        lhs = f"{res}:{len(op.results)} = " if len(op.results) > 1 else (f"{res} = " if res else "")
+        args = [self.fresh("it") for _ in first]
+        carried = ", ".join(f"{a} = {n}" for a, n in zip(args, first))
+        self.w(f"{lhs}scf.while ({carried}) : ({types}) -> ({', '.join(fwd)}) {{")
+        self.indent += 1
+        self.w(f"scf.condition({args[0]})" + (f" {', '.join(args[1:])} : {', '.join(fwd)}" if fwd else ""))
+        self.indent -= 1
+        after = [self.fresh("it") for _ in fwd]
+        self.w("} do {")
+        self.w(f"^bb0({', '.join(f'{a}: {ty}' for a, ty in zip(after, fwd))}):")
+        self.indent += 1
+        self.loop_depth += 1
+        self.scopes.append({})
+        for v, a in zip(op.after.args, after):
+            self._bind_region_value(v, a)
+        self._block(op.after)
+        nxt = self._before_values(op.before, [self._region_value(y)[0] for y in op.after.yields])
+        self.w(f"scf.yield {', '.join(nxt)} : {types}")
+        self.scopes.pop()
+        self.loop_depth -= 1
+        self.indent -= 1
+        self.w("}")
+        names = [res] if len(op.results) == 1 else [f"{res}#{i}" for i in range(len(op.results))]
+        for v, n in zip(op.results, names):
+            self._bind_region_value(v, n)
+
+    def _before_values(self, block: t.Block, args: list[str]) -> list[str]:
+        """The condition and forwarded values of a while loop's before region on `args`."""
+        self.scopes.append({})
+        for v, a in zip(block.args, args):
+            self._bind_region_value(v, a)
+        self._block(block)
+        ys = [self._region_value(y)[0] for y in block.yields]
+        self.scopes.pop()
+        return ys
 
     def _while_region(self, block: t.Block, args: list[str], terminator) -> None:
         self.indent += 1
