@@ -95,7 +95,15 @@ def test_while_condition_on_2d_tiles(kind, measure):
     assert (out_base[:, C:] == -7.0).all()
 
 
-def test_while_2d_reduction_condition_compiles_for_cuda():
-    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "iters_ptr": "*i32", "rows": "i32", "stride": "i32"}
-    k = aot.compile_kernel(halve_while_2d, sig, {"LIMIT": 4.0, "R": 16, "C": 16, "KIND": 0}, target="cuda", arch="sm_80")
-    assert k.vmfb
+@pytest.mark.parametrize("fn, consts", [
+    (halve_while_sum, {"LIMIT": 4.0, "BLOCK": 256}),
+    (halve_while_2d, {"LIMIT": 4.0, "R": 16, "C": 16, "KIND": 0}),
+    (halve_while_2d, {"LIMIT": 4.0, "R": 16, "C": 16, "KIND": 1}),
+    (halve_while_2d, {"LIMIT": 4.0, "R": 16, "C": 16, "KIND": 2}),
+], ids=["sum", "sum-2d", "dot", "cumsum"])
+def test_while_condition_on_tiles_compiles_for_cuda(fn, consts):
+    """(Compiled only: the results on a GPU are not checked here.)"""
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "iters_ptr": "*i32"}
+    sig.update({"n": "i32"} if fn is halve_while_sum else {"rows": "i32", "stride": "i32"})
+    k = aot.compile_kernel(fn, sig, consts, target="cuda", arch="sm_80")
+    assert k.vmfb and "scf.while" in k.module
