@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import tile as t
 from ..analysis import Carried
-from .values import EmitterBase, _Tensor
+from .values import EmitterBase, _Tensor, literal
 
 class ControlEmitter(EmitterBase):
     """Loops and conditionals."""
@@ -186,6 +186,12 @@ class ControlEmitter(EmitterBase):
 
     def _while(self, op: t.While) -> None:
         """scf.while: carried values cross its regions as scalars and vectors."""
+        if any(v.is_tile for o in op.before.walk() for v in o.operands() + o.results):
+            if self.llvmgpu and op.inits and [y.id for y in op.before.yields[1:]] == [a.id for a in op.before.args]:
+                self._guarded_while(op)
+            else:
+                self._rotated_while(op)
+            return
         inits = [self._region_value(v) for v in op.inits]
         types = ", ".join(ty for _, ty in inits)
         fwd = [self._carried_type(v) if v.is_tile else v.dtype for v in op.results]
@@ -205,6 +211,109 @@ class ControlEmitter(EmitterBase):
         names = [res] if len(op.results) == 1 else [f"{res}#{i}" for i in range(len(op.results))]
         for v, n in zip(op.results, names):
             self._bind_region_value(v, n)
+
+    def _rotated_while(self, op: t.While) -> None:
+        """scf.while whose condition computes on tiles (`while tl.sum(v) > c`): the condition
+        and forwarded values are computed before the loop and again at the end of its body, and
+        the loop carries them; its before region only tests the condition. IREE's loop-invariant
+        code motion copies a before region in front of the loop (a zero-trip check), and a tile
+        op there twice failed to compile: its configuration set twice on llvm-cpu ('multiple ops
+        within dispatch trying to set the translation info'). (CUDA and HIP: `_guarded_while`.)"""
+        fwd = [self._carried_type(v) if v.is_tile else v.dtype for v in op.results]
+        types = ", ".join([op.cond.dtype] + fwd)
+        first = self._before_values(op.before, [self._region_value(v)[0] for v in op.inits])
+        res = self.fresh("while") if op.results else None
+        lhs = f"{res}:{len(op.results)} = " if len(op.results) > 1 else (f"{res} = " if res else "")
+        args = [self.fresh("it") for _ in first]
+        carried = ", ".join(f"{a} = {n}" for a, n in zip(args, first))
+        self.w(f"{lhs}scf.while ({carried}) : ({types}) -> ({', '.join(fwd)}) {{")
+        self.indent += 1
+        self.w(f"scf.condition({args[0]})" + (f" {', '.join(args[1:])} : {', '.join(fwd)}" if fwd else ""))
+        self.indent -= 1
+        after = [self.fresh("it") for _ in fwd]
+        self.w("} do {")
+        self.w(f"^bb0({', '.join(f'{a}: {ty}' for a, ty in zip(after, fwd))}):")
+        self.indent += 1
+        self.loop_depth += 1
+        self.scopes.append({})
+        for v, a in zip(op.after.args, after):
+            self._bind_region_value(v, a)
+        self._block(op.after)
+        nxt = self._before_values(op.before, [self._region_value(y)[0] for y in op.after.yields])
+        self.w(f"scf.yield {', '.join(nxt)} : {types}")
+        self.scopes.pop()
+        self.loop_depth -= 1
+        self.indent -= 1
+        self.w("}")
+        names = [res] if len(op.results) == 1 else [f"{res}#{i}" for i in range(len(op.results))]
+        for v, n in zip(op.results, names):
+            self._bind_region_value(v, n)
+
+    def _guarded_while(self, op: t.While) -> None:
+        """CUDA and HIP: a while loop whose before region forwards its arguments (as Triton's
+        does), its condition computing on tiles: the loop carries a flag, first true; its body
+        computes the condition and runs the original body under an scf.if on it. (The rotated
+        form's reduction before the loop and in it failed to distribute, as in an scf.for.)
+        Tiles cross it as tensors, each new one copied into its iter_arg (IREE's bufferization
+        refuses an scf.while tensor that is not updated in place; as vectors too)."""
+        carried = [self._carried_type(v, True) if v.is_tile else v.dtype for v in op.inits]
+        inits = [self._region_value(v, True)[0] for v in op.inits]
+        go = self.const(True, "i1")
+        types = ["i1"] + carried
+        args = [self.fresh("it") for _ in types]
+        res = self.fresh("while")
+        n = len(carried)
+        lhs = f"{res}:{n} = " if n > 1 else f"{res} = "
+        self.w(f"{lhs}scf.while ({', '.join(f'{a} = {x}' for a, x in zip(args, [go] + inits))}) : "
+               f"({', '.join(types)}) -> ({', '.join(carried)}) {{")
+        self.indent += 1
+        self.w(f"scf.condition({args[0]}) {', '.join(args[1:])} : {', '.join(carried)}")
+        self.indent -= 1
+        self.w("} do {")
+        inner = [self.fresh("it") for _ in carried]
+        self.w(f"^bb0({', '.join(f'{a}: {ty}' for a, ty in zip(inner, carried))}):")
+        self.indent += 1
+        self.loop_depth += 1
+        ys = self._before_values(op.before, inner, True)
+        nxt = self.fresh("if")
+        lhs = f"{nxt}:{n} = " if n > 1 else f"{nxt} = "
+        self.w(f"{lhs}scf.if {ys[0]} -> ({', '.join(carried)}) {{")
+        self.indent += 1
+        self.if_depth += 1
+        self.scopes.append({})
+        for v, a in zip(op.after.args, inner):
+            self._bind_region_value(v, a, True)
+        self._block(op.after)
+        self.w(f"scf.yield {', '.join(self._region_value(y, True)[0] for y in op.after.yields)} : {', '.join(carried)}")
+        self.scopes.pop()
+        self.if_depth -= 1
+        self.indent -= 1
+        self.w("} else {")
+        self.w(f"  scf.yield {', '.join(inner)} : {', '.join(carried)}")
+        self.w("}")
+        nn = [nxt] if n == 1 else [f"{nxt}#{i}" for i in range(n)]
+        for i, v in enumerate(op.inits):
+            if v.is_tile:
+                c, ty = self.fresh("cp"), carried[i]
+                self.w(f"{c} = linalg.copy ins({nn[i]} : {ty}) outs({inner[i]} : {ty}) -> {ty}")
+                nn[i] = c
+        self.w(f"scf.yield {', '.join([ys[0]] + nn)} : {', '.join(types)}")
+        self.loop_depth -= 1
+        self.indent -= 1
+        self.w("}")
+        names = [res] if n == 1 else [f"{res}#{i}" for i in range(n)]
+        for v, nm in zip(op.results, names):
+            self._bind_region_value(v, nm, True)
+
+    def _before_values(self, block: t.Block, args: list[str], as_tensor: bool = False) -> list[str]:
+        """The condition and forwarded values of a while loop's before region on `args`."""
+        self.scopes.append({})
+        for v, a in zip(block.args, args):
+            self._bind_region_value(v, a, as_tensor)
+        self._block(block)
+        ys = [self._region_value(y, as_tensor)[0] for y in block.yields]
+        self.scopes.pop()
+        return ys
 
     def _while_region(self, block: t.Block, args: list[str], terminator) -> None:
         self.indent += 1

@@ -615,6 +615,13 @@ class MemoryEmitter(EmitterBase):
             # as a copy, where the allocation of a snapshot (`memory_order`) is an error
             # ('unexpected allocation while bufferizing copy only dispatches'): one that computes.
             val = self._store_copy(val, rty)
+        elif self.options.gpu_tiling is None and len(active) > 1 and not _loaded(op.value) \
+                and not any(isinstance(o, t.Dot) for o in self.k.walk()):
+            # A computed tile stored row by row, in a dispatch IREE configures itself (no
+            # matmul: `CpuTiling.configures`): IREE moves the elementwise op producing it into the
+            # row loop, and where that op also reads a tile another store writes (layer norm's
+            # rstd) its tiling pass never finishes. It moves no named op: a copy.
+            val = self._store_copy(val, rty)
         if full:
             self._slice_store(p, acc, shape, active, inner, rty, val, None)
         else:
