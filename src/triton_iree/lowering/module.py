@@ -384,7 +384,9 @@ class ModuleEmitter(EmitterBase):
         if isinstance(op, _CHEAP_OPS):
             return False
         if isinstance(op, t.Elementwise):
-            return self._use_counts.get(v.id, 0) > 1 and t.is_float(v.dtype) and len(self._consumers(v)) > 1
+            # (GPU modules keep a tile per such value: their lowering was validated on the device.)
+            return self._use_counts.get(v.id, 0) > 1 and t.is_float(v.dtype) and \
+                (self.options.gpu_tiling is not None or len(self._consumers(v)) > 1)
         return True
 
     def _consumers(self, v: t.Value) -> frozenset[int]:
