@@ -1,14 +1,20 @@
 """Native mode (`native`): Triton's own CUDA kernel inside an IREE module. These tests need no GPU:
 they check the PTX calling-convention rewrite and that the modules compile for CUDA. Running them
 on a GPU is benchmarks/gpu/run.py's job (see BENCHMARKS.md)."""
+import re
 import subprocess
 
 import pytest
+import triton
 from iree.compiler.tools.binaries import find_tool
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import ASTSource
 
-from triton_iree import native
-from triton_iree.errors import UnsupportedError
-from triton_iree.kernels import add_kernel, scalar_io_kernel
+from triton_iree import aot, native
+from triton_iree.errors import CompileError, UnsupportedError
+from triton_iree.kernels import add_kernel, scalar_io_kernel, scatter_kernel
+
+from test_memory_order import scalar_counter_kernel   # its code generation fails for CUDA
 
 _PTX = """//
 .version 8.7
@@ -132,3 +138,56 @@ def test_scalar_types_compile(tmp_path):
     assert "arith.bitcast %s0 : f32 to i32" in text and "arith.shrui %s1" in text
     assert native.constant_words(k) == 1 + 2 + 2
     _compiles_for_cuda(text, tmp_path)
+
+
+def test_host_function_takes_the_arguments_in_declaration_order():
+    """The runtime passes the arguments in the kernel's order (`runtime.build_arguments`), a
+    scalar between two buffers included; the dispatch still passes bindings first."""
+    text = native.module(_kernel())
+    head = next(line for line in text.splitlines() if "func.func @k(" in line)
+    assert re.findall(r"(%\w+): ", head)[:4] == ["%b0", "%s0", "%b1", "%s1"], head
+
+
+# --- the JIT path on CUDA: a kernel IREE's code generation cannot compile runs natively --------
+
+def _jit_compile(fn, signature, constexprs=None, **options):
+    """Triton's compile of `fn` for IREE's CUDA target, as a launch on CUDA makes it (no GPU needed)."""
+    src = ASTSource(fn, signature, constexprs=constexprs or {})
+    return triton.compile(src, target=GPUTarget("iree", "cuda:sm_80", 32), options={"num_warps": 4, **options})
+
+
+@pytest.fixture
+def _fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))   # every stage runs
+    monkeypatch.delenv("TRITON_IREE_QUIET", raising=False)
+
+
+def test_jit_path_falls_back_to_native_mode_where_code_generation_fails(_fresh_cache, capfd):
+    """A scalar read-modify-write in a loop: iree-compile fails ('failed to bufferize') for CUDA
+    code generation; the launch gets Triton's own kernel, and one line on stderr says so."""
+    with pytest.raises(CompileError, match="failed to bufferize"):   # what code generation alone does
+        aot.compile_kernel(scalar_counter_kernel, {"c_ptr": "*fp32", "steps": "i32"}, target="cuda", arch="sm_80")
+    capfd.readouterr()
+    k = _jit_compile(scalar_counter_kernel, {"c_ptr": "*fp32", "steps": "i32"})
+    vmfb = k.asm["vmfb"]
+    assert b"scalar_counter_kernel_native" in vmfb and b".entry scalar_counter_kernel(" in vmfb
+    # Triton's kernel writes every buffer through its pointer; no second module for aliasing.
+    assert k.metadata.iree_written == [0] and k.metadata.iree_shared_memory_module == ""
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "scalar_counter_kernel" in err and "failed to bufferize" in err
+    assert "native mode" in err
+
+
+def test_the_fallback_note_is_quiet_with_triton_iree_quiet(_fresh_cache, monkeypatch, capfd):
+    monkeypatch.setenv("TRITON_IREE_QUIET", "1")
+    k = _jit_compile(scalar_counter_kernel, {"c_ptr": "*fp32", "steps": "i32"})
+    assert b"scalar_counter_kernel_native" in k.asm["vmfb"]
+    assert "native mode" not in capfd.readouterr().err
+
+
+def test_checked_mode_does_not_fall_back(_fresh_cache):
+    """Checked mode's bounds checks live in the generated module; Triton's kernel has none, so
+    the CompileError stands (here iree-compile crashes on the checked scatter)."""
+    with pytest.raises(CompileError, match="scatter_kernel"):
+        _jit_compile(scatter_kernel, {"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32", "n": "i32"},
+                     {"BLOCK": 128}, debug=True)
