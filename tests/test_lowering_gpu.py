@@ -16,7 +16,7 @@ from iree.compiler.tools.binaries import find_tool
 from triton_iree import aot, kernels as K
 from triton_iree.compile import COMMON_FLAGS
 
-from test_memory_order import raw_kernel, war_other_buffer_kernel   # the kernels wrong on the H200
+from test_memory_order import raw_kernel, scalar_counter_kernel, war_other_buffer_kernel   # the kernels wrong on the H200, or not compiled there
 import test_tiles_in_loops as tiles_in_loops
 
 
@@ -839,3 +839,16 @@ def test_a_tile_loaded_in_a_kernel_loop_is_shared_by_the_threads(fn, column_majo
     assert allocs and all("<{memory_space = #gpu.address_space<workgroup>}>" in a for a in allocs), allocs
     ir = _llvm_ir(text, tmp_path)
     assert _stack_arrays(ir) == [] and "addrspace(3)" in ir and "llvm.nvvm.barrier" in ir
+
+
+def test_a_scalar_read_modify_write_in_a_kernel_loop_is_stored_by_the_first_thread(tmp_path):
+    """`x = tl.load(c); tl.store(c, x + 3)` in a loop: from a fill, IREE wrote the value into
+    the stored slice hoisted out of the loop, which the loop's loads read, and could not
+    allocate the copy it then needed ('failed to bufferize'). The loop's store runs on the first
+    thread; the stores before the loop stay fills spread over the threads."""
+    text = _module(scalar_counter_kernel, {"c_ptr": "*fp32:16", "steps": "i32"}, {}, 4)
+    loop = text.split("scf.for", 1)[1]
+    assert "{mapping = [#gpu.thread<linear_dim_0>]}" in loop and "linalg.fill" not in loop
+    assert text.count("linalg.fill") == 2
+    ir = _llvm_ir(text, tmp_path)
+    assert _stack_arrays(ir) == []
