@@ -6,15 +6,16 @@ import subprocess
 
 import pytest
 import triton
+import triton.language as tl
 from iree.compiler.tools.binaries import find_tool
 from triton.backends.compiler import GPUTarget
 from triton.compiler.compiler import ASTSource
+from triton.language.extra import libdevice
 
 from triton_iree import aot, native
+from triton_iree import compile as iree_compile
 from triton_iree.errors import CompileError, UnsupportedError
 from triton_iree.kernels import add_kernel, scalar_io_kernel, scatter_kernel
-
-from test_memory_order import scalar_counter_kernel   # its code generation fails for CUDA
 
 _PTX = """//
 .version 8.7
@@ -157,37 +158,66 @@ def _jit_compile(fn, signature, constexprs=None, **options):
 
 
 @pytest.fixture
-def _fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))   # every stage runs
+def codegen_fails(tmp_path, monkeypatch):
+    """iree-compile refuses every generated module (as it did some on the H200); native
+    modules (an executable source of PTX) compile as usual. Every stage runs (a fresh cache)."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRITON_IREE_QUIET", raising=False)
+    real = iree_compile.compile_module
+
+    def compile_module(text, target, *, name="kernel", **kw):
+        if "hal.executable.source" not in text:
+            raise CompileError("iree-compile failed:\nm.mlir:10:11: error: 'func.func' op failed to distribute\n",
+                               kernel=name)
+        return real(text, target, name=name, **kw)
+    monkeypatch.setattr(iree_compile, "compile_module", compile_module)
 
 
-def test_jit_path_falls_back_to_native_mode_where_code_generation_fails(_fresh_cache, capfd):
-    """A scalar read-modify-write in a loop: iree-compile fails ('failed to bufferize') for CUDA
-    code generation; the launch gets Triton's own kernel, and one line on stderr says so."""
-    with pytest.raises(CompileError, match="failed to bufferize"):   # what code generation alone does
-        aot.compile_kernel(scalar_counter_kernel, {"c_ptr": "*fp32", "steps": "i32"}, target="cuda", arch="sm_80")
-    capfd.readouterr()
-    k = _jit_compile(scalar_counter_kernel, {"c_ptr": "*fp32", "steps": "i32"})
+ADD_SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"}
+
+
+def test_jit_path_falls_back_to_native_mode_where_code_generation_fails(codegen_fails, capfd):
+    k = _jit_compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128})
     vmfb = k.asm["vmfb"]
-    assert b"scalar_counter_kernel_native" in vmfb and b".entry scalar_counter_kernel(" in vmfb
+    assert b"add_kernel_native" in vmfb and b".entry add_kernel(" in vmfb
     # Triton's kernel writes every buffer through its pointer; no second module for aliasing.
-    assert k.metadata.iree_written == [0] and k.metadata.iree_shared_memory_module == ""
+    assert k.metadata.iree_written == [0, 1, 2] and k.metadata.iree_shared_memory_module == ""
     err = capfd.readouterr().err
-    assert err.count("\n") == 1 and "scalar_counter_kernel" in err and "failed to bufferize" in err
-    assert "native mode" in err
+    assert err.count("\n") == 1 and "add_kernel" in err and "failed to distribute" in err and "native mode" in err
 
 
-def test_the_fallback_note_is_quiet_with_triton_iree_quiet(_fresh_cache, monkeypatch, capfd):
+def test_the_fallback_note_is_quiet_with_triton_iree_quiet(codegen_fails, monkeypatch, capfd):
     monkeypatch.setenv("TRITON_IREE_QUIET", "1")
-    k = _jit_compile(scalar_counter_kernel, {"c_ptr": "*fp32", "steps": "i32"})
-    assert b"scalar_counter_kernel_native" in k.asm["vmfb"]
+    k = _jit_compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128})
+    assert b"add_kernel_native" in k.asm["vmfb"]
     assert "native mode" not in capfd.readouterr().err
 
 
-def test_checked_mode_does_not_fall_back(_fresh_cache):
-    """Checked mode's bounds checks live in the generated module; Triton's kernel has none, so
-    the CompileError stands (here iree-compile crashes on the checked scatter)."""
-    with pytest.raises(CompileError, match="scatter_kernel"):
-        _jit_compile(scatter_kernel, {"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32", "n": "i32"},
-                     {"BLOCK": 128}, debug=True)
+def test_ahead_of_time_compiles_do_not_fall_back(codegen_fails):
+    """`aot.compile_kernel` asks for code generation (native=True asks for Triton's kernel)."""
+    with pytest.raises(CompileError, match="failed to distribute"):
+        aot.compile_kernel(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="cuda", arch="sm_80")
+
+
+@triton.jit
+def _print_kernel(x_ptr, out_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    tl.device_print("x", x)
+    tl.store(out_ptr + tl.arange(0, 16), x)
+
+
+@triton.jit
+def _libdevice_kernel(x_ptr, out_ptr):
+    offs = tl.arange(0, 16)
+    tl.store(out_ptr + offs, libdevice.exp(tl.load(x_ptr + offs)))
+
+
+@pytest.mark.parametrize("fn, options", [(scatter_kernel, {"debug": True}), (_print_kernel, {}),
+                                         (_libdevice_kernel, {})], ids=["checked", "print", "libdevice"])
+def test_kernels_that_need_the_generated_module_do_not_fall_back(codegen_fails, fn, options):
+    """Checked mode's bounds checks, tl.device_print's logs and our tl.extra.libdevice functions
+    live in the generated module; Triton's kernel has none of them, so the CompileError stands."""
+    sig = {"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32", "n": "i32"} if fn is scatter_kernel else \
+        {"x_ptr": "*fp32", "out_ptr": "*fp32"}
+    with pytest.raises(CompileError, match="failed to distribute"):
+        _jit_compile(fn, sig, {"BLOCK": 128} if fn is scatter_kernel else {}, **options)
