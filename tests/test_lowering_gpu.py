@@ -854,6 +854,7 @@ def test_a_scalar_read_modify_write_in_a_kernel_loop_is_stored_by_the_first_thre
     assert text.count("linalg.fill") == 2
     ir = _llvm_ir(text, tmp_path)
     assert _stack_arrays(ir) == []
+    assert re.search(r"icmp eq i32 %\w+, 0", ir)   # the first thread's branch
 
 
 @triton.jit
