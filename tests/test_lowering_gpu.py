@@ -12,11 +12,13 @@ import pytest
 import triton
 import triton.language as tl
 from iree.compiler.tools.binaries import find_tool
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import ASTSource
 
 from triton_iree import aot, kernels as K
 from triton_iree.compile import COMMON_FLAGS
 
-from test_memory_order import raw_kernel, war_other_buffer_kernel   # the kernels wrong on the H200
+from test_memory_order import raw_kernel, scalar_counter_kernel, war_other_buffer_kernel   # the kernels wrong on the H200, or not compiled there
 import test_tiles_in_loops as tiles_in_loops
 
 
@@ -839,3 +841,48 @@ def test_a_tile_loaded_in_a_kernel_loop_is_shared_by_the_threads(fn, column_majo
     assert allocs and all("<{memory_space = #gpu.address_space<workgroup>}>" in a for a in allocs), allocs
     ir = _llvm_ir(text, tmp_path)
     assert _stack_arrays(ir) == [] and "addrspace(3)" in ir and "llvm.nvvm.barrier" in ir
+
+
+def test_a_scalar_read_modify_write_in_a_kernel_loop_is_stored_by_the_first_thread(tmp_path):
+    """`x = tl.load(c); tl.store(c, x + 3)` in a loop: from a fill, IREE wrote the value into
+    the stored slice hoisted out of the loop, which the loop's loads read, and could not
+    allocate the copy it then needed ('failed to bufferize'). The loop's store runs on the first
+    thread; the stores before the loop stay fills spread over the threads."""
+    text = _module(scalar_counter_kernel, {"c_ptr": "*fp32:16", "steps": "i32"}, {}, 4)
+    loop = text.split("scf.for", 1)[1]
+    assert "{mapping = [#gpu.thread<linear_dim_0>]}" in loop and "linalg.fill" not in loop
+    assert text.count("linalg.fill") == 2
+    ir = _llvm_ir(text, tmp_path)
+    assert _stack_arrays(ir) == []
+    assert re.search(r"icmp eq i32 %\w+, 0", ir)   # the first thread's branch
+
+
+@triton.jit
+def _sum_beside_scatter_kernel(x_ptr, idx_ptr, out_ptr, sum_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    tl.store(out_ptr + tl.load(idx_ptr + offs, mask=m, other=0), x * 2, mask=m)
+    tl.store(sum_ptr, tl.sum(x, axis=0))
+
+
+def test_a_reduction_to_a_scalar_beside_a_scatter_runs_on_the_first_thread(tmp_path):
+    """A reduction to a scalar made IREE configure the dispatch itself, and it failed to
+    distribute the scattered tile's ops beside it ('failed to distribute'). In a program with a
+    scatter it runs on the first thread, as the scatter does; the rest keeps the lowering's
+    configuration."""
+    sig = {"x_ptr": "*fp32:16", "idx_ptr": "*i32:16", "out_ptr": "*fp32:16", "sum_ptr": "*fp32:16", "n": "i32"}
+    text = _module(_sum_beside_scatter_kernel, sig, {"BLOCK": 128}, 4)
+    assert text.count("compilation_info = ") == 1
+    reductions = [part for part in text.split("scf.forall")[1:] if '"reduction"' in part.split("scf.forall.in_parallel")[0]]
+    assert len(reductions) == 1
+    _llvm_ir(text, tmp_path)
+
+
+def test_checked_modes_scatter_compiles_for_cuda():
+    """Checked mode's scatter (its bounds checks reduce the offsets' tile to scalars):
+    iree-compile crashed configuring the dispatch for those reductions."""
+    src = ASTSource(K.scatter_kernel, {"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32", "n": "i32"},
+                    constexprs={"BLOCK": 128})
+    k = triton.compile(src, target=GPUTarget("iree", "cuda:sm_80", 32), options={"num_warps": 4, "debug": True})
+    assert k.metadata.checks and b"scatter_kernel_native" not in k.asm["vmfb"]

@@ -1,14 +1,21 @@
 """Native mode (`native`): Triton's own CUDA kernel inside an IREE module. These tests need no GPU:
 they check the PTX calling-convention rewrite and that the modules compile for CUDA. Running them
 on a GPU is benchmarks/gpu/run.py's job (see BENCHMARKS.md)."""
+import re
 import subprocess
 
 import pytest
+import triton
+import triton.language as tl
 from iree.compiler.tools.binaries import find_tool
+from triton.backends.compiler import GPUTarget
+from triton.compiler.compiler import ASTSource
+from triton.language.extra import libdevice
 
-from triton_iree import native
-from triton_iree.errors import UnsupportedError
-from triton_iree.kernels import add_kernel, scalar_io_kernel
+from triton_iree import aot, native
+from triton_iree import compile as iree_compile
+from triton_iree.errors import CompileError, UnsupportedError
+from triton_iree.kernels import add_kernel, scalar_io_kernel, scatter_kernel
 
 _PTX = """//
 .version 8.7
@@ -132,3 +139,85 @@ def test_scalar_types_compile(tmp_path):
     assert "arith.bitcast %s0 : f32 to i32" in text and "arith.shrui %s1" in text
     assert native.constant_words(k) == 1 + 2 + 2
     _compiles_for_cuda(text, tmp_path)
+
+
+def test_host_function_takes_the_arguments_in_declaration_order():
+    """The runtime passes the arguments in the kernel's order (`runtime.build_arguments`), a
+    scalar between two buffers included; the dispatch still passes bindings first."""
+    text = native.module(_kernel())
+    head = next(line for line in text.splitlines() if "func.func @k(" in line)
+    assert re.findall(r"(%\w+): ", head)[:4] == ["%b0", "%s0", "%b1", "%s1"], head
+
+
+# --- the JIT path on CUDA: a kernel IREE's code generation cannot compile runs natively --------
+
+def _jit_compile(fn, signature, constexprs=None, **options):
+    """Triton's compile of `fn` for IREE's CUDA target, as a launch on CUDA makes it (no GPU needed)."""
+    src = ASTSource(fn, signature, constexprs=constexprs or {})
+    return triton.compile(src, target=GPUTarget("iree", "cuda:sm_80", 32), options={"num_warps": 4, **options})
+
+
+@pytest.fixture
+def codegen_fails(tmp_path, monkeypatch):
+    """iree-compile refuses every generated module (as it did some on the H200); native
+    modules (an executable source of PTX) compile as usual. Every stage runs (a fresh cache)."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRITON_IREE_QUIET", raising=False)
+    real = iree_compile.compile_module
+
+    def compile_module(text, target, *, name="kernel", **kw):
+        if "hal.executable.source" not in text:
+            raise CompileError("iree-compile failed:\nm.mlir:10:11: error: 'func.func' op failed to distribute\n",
+                               kernel=name)
+        return real(text, target, name=name, **kw)
+    monkeypatch.setattr(iree_compile, "compile_module", compile_module)
+
+
+ADD_SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"}
+
+
+def test_jit_path_falls_back_to_native_mode_where_code_generation_fails(codegen_fails, capfd):
+    k = _jit_compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128})
+    vmfb = k.asm["vmfb"]
+    assert b"add_kernel_native" in vmfb and b".entry add_kernel(" in vmfb
+    # Triton's kernel writes every buffer through its pointer; no second module for aliasing.
+    assert k.metadata.iree_written == [0, 1, 2] and k.metadata.iree_shared_memory_module == ""
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "add_kernel" in err and "failed to distribute" in err and "native mode" in err
+
+
+def test_the_fallback_note_is_quiet_with_triton_iree_quiet(codegen_fails, monkeypatch, capfd):
+    monkeypatch.setenv("TRITON_IREE_QUIET", "1")
+    k = _jit_compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128})
+    assert b"add_kernel_native" in k.asm["vmfb"]
+    assert "native mode" not in capfd.readouterr().err
+
+
+def test_ahead_of_time_compiles_do_not_fall_back(codegen_fails):
+    """`aot.compile_kernel` asks for code generation (native=True asks for Triton's kernel)."""
+    with pytest.raises(CompileError, match="failed to distribute"):
+        aot.compile_kernel(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="cuda", arch="sm_80")
+
+
+@triton.jit
+def _print_kernel(x_ptr, out_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    tl.device_print("x", x)
+    tl.store(out_ptr + tl.arange(0, 16), x)
+
+
+@triton.jit
+def _libdevice_kernel(x_ptr, out_ptr):
+    offs = tl.arange(0, 16)
+    tl.store(out_ptr + offs, libdevice.exp(tl.load(x_ptr + offs)))
+
+
+@pytest.mark.parametrize("fn, options", [(scatter_kernel, {"debug": True}), (_print_kernel, {}),
+                                         (_libdevice_kernel, {})], ids=["checked", "print", "libdevice"])
+def test_kernels_that_need_the_generated_module_do_not_fall_back(codegen_fails, fn, options):
+    """Checked mode's bounds checks, tl.device_print's logs and our tl.extra.libdevice functions
+    live in the generated module; Triton's kernel has none of them, so the CompileError stands."""
+    sig = {"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32", "n": "i32"} if fn is scatter_kernel else \
+        {"x_ptr": "*fp32", "out_ptr": "*fp32"}
+    with pytest.raises(CompileError, match="failed to distribute"):
+        _jit_compile(fn, sig, {"BLOCK": 128} if fn is scatter_kernel else {}, **options)

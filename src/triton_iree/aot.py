@@ -195,6 +195,7 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if name == "llvm-cpu" else \
         GPUTarget("iree", f"{name}:{arch}" if arch else name, 32)
     backend = IreeBackend(gpu_target)
+    backend.native_fallback = False
     options = backend.parse_options({"num_warps": num_warps})
     src = ASTSource(fn, full, constexprs=values, attrs=attrs)
     stages: dict = {}

@@ -194,8 +194,10 @@ def _host_function(lines: list, k: NativeKernel) -> None:
     element offset); one dispatch of the kernel over the grid, writing every buffer in place."""
     buffers = [a for a in k.args if a.is_buffer]
     scalars = [a for a in k.args if not a.is_buffer]
-    args = [f"%b{i}: tensor<?x{a.dtype}> {{iree.abi.output = {i} : index}}" for i, a in enumerate(buffers)]
-    args += [f"%s{i}: {a.dtype}" for i, a in enumerate(scalars)]
+    # In declaration order, as the runtime passes them (`runtime.build_arguments`).
+    index = {id(a): i for group in (buffers, scalars) for i, a in enumerate(group)}
+    args = [f"%b{index[id(a)]}: tensor<?x{a.dtype}> {{iree.abi.output = {index[id(a)]} : index}}" if a.is_buffer
+            else f"%s{index[id(a)]}: {a.dtype}" for a in k.args]
     args += ["%grid_x: i32", "%grid_y: i32", "%grid_z: i32"]
     args += [f"%o{i}: i64" for i in range(len(buffers))]
     result_types = [f"tensor<?x{a.dtype}>" for a in buffers]
@@ -258,6 +260,28 @@ class _Host:
         self.w(f"%{tag}sh = arith.shrui {value}, {self.const(32)} : i64")
         self.w(f"%{tag}hi = arith.trunci %{tag}sh : i64 to i32")
         return [f"%{tag}lo", f"%{tag}hi"]
+
+
+def compile_ttir(ttir: str, name: str, params: list[str], *, arch: int, num_warps: int, num_stages: int,
+                 enable_fp_fusion: bool = True) -> NativeKernel:
+    """Triton's CUDA compile (no GPU needed) of a kernel's TTIR (Triton's 'ttir' stage output,
+    constants already specialized) whose arguments are `params`, as a NativeKernel."""
+    import tempfile
+    from pathlib import Path
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    with tempfile.TemporaryDirectory(prefix="triton-iree-native-") as tmp:
+        path = Path(tmp) / f"{name}.ttir"
+        path.write_text(ttir)
+        compiled = triton.compile(str(path), target=GPUTarget("cuda", arch, 32),
+                                  options={"num_warps": num_warps, "num_stages": num_stages,
+                                           "enable_fp_fusion": enable_fp_fusion})
+    # The TTIR function's argument types are MLIR's ('*f32'); the tables here take Triton's.
+    mlir_types = {m: ty for table in (_POINTER_TYPES, SCALAR_TYPES) for ty, (m, _) in reversed(table.items())}
+    signature = {p: ("*" if ty.startswith("*") else "") + mlir_types.get(ty.lstrip("*"), ty)
+                 for p, ty in zip(params, compiled.src.signature.values(), strict=True)}
+    return from_compiled(compiled, signature)
 
 
 def compile_triton(fn, signature: dict, constexprs: dict, *, arch: int = 90, num_warps: int = 4,

@@ -4,6 +4,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -75,6 +77,7 @@ class IreeOptions:
 
 class IreeBackend(BaseBackend):
     binary_ext = "vmfb"
+    native_fallback = True    # the JIT path's; ahead of time, code generation or `native=True` is asked for
 
     @staticmethod
     def supports_target(target: GPUTarget) -> bool:
@@ -125,6 +128,7 @@ class IreeBackend(BaseBackend):
 
     def _make_ttir(self, mod, metadata: dict, options: IreeOptions):
         self._started = time.perf_counter()   # a backend object compiles one kernel
+        self._options = options
         return frontend.make_ttir(mod, metadata, options)
 
     def _lower(self, mod, metadata: dict, options: IreeOptions) -> str:
@@ -134,6 +138,7 @@ class IreeBackend(BaseBackend):
         iree_compile.dump(_spec_dir(name, metadata), f"{name}.ttir", text)
         kernel = reader.read_ttir(text)
         self._kernel = kernel
+        self._ttir, self._params = text, [p.name for p in kernel.params]   # for `_native_fallback`
         metadata["name"] = kernel.name
         metadata["shared"] = 0
         buffers, stored = kernel.buffers, kernel.stored_buffers()   # the kernel's own pointer arguments
@@ -173,6 +178,42 @@ class IreeBackend(BaseBackend):
                 f"the largest tile, {'x'.join(map(str, tile[1]))} {tile[2]} ({tile[0]} bytes), is made at {loc}; "
             raise ResourceLimitError(what + e.message, needed=e.needed, limit=e.limit, kernel=e.kernel,
                                      loc=loc) from None
+        except CompileError as e:
+            vmfb = self._native_fallback(e, metadata)
+            if vmfb is None:
+                raise
+            return vmfb
+
+    def _native_fallback(self, error: CompileError, metadata: dict) -> bytes | None:
+        """CUDA: where IREE's code generation failed, Triton's own kernel in an IREE module
+        (`native`), when native mode can take the kernel: not in checked mode, without
+        tl.device_print, without our tl.extra.libdevice functions (all of which need the
+        generated module). None where it cannot, and the CompileError stands."""
+        from .. import libdevice, native
+        target = self.iree_target
+        ttir = getattr(self, "_ttir", None)
+        if not self.native_fallback or target.name != "cuda" or ttir is None or metadata.get("checks") \
+                or metadata.get("prints") or libdevice.LIBRARY in ttir:
+            return None
+        name, options = metadata["name"], self._options
+        arch = int("".join(c for c in (target.arch or "sm_80") if c.isdigit()))
+        try:
+            k = native.compile_ttir(ttir, name, self._params, arch=arch, num_warps=options.num_warps,
+                                    num_stages=options.num_stages, enable_fp_fusion=options.enable_fp_fusion)
+            vmfb = iree_compile.compile_module(native.module(k), target, name=name)
+        except Exception as e:   # Triton's compile raises its own errors: the first error stands
+            log.info("native mode cannot take %s either: %s", name, e)
+            return None
+        # Triton's kernel writes through its pointers as they are: every buffer is an output,
+        # and arguments that share memory need no module of their own.
+        metadata["iree_written"] = list(range(sum(a.is_buffer for a in k.args)))
+        metadata["iree_shared_memory_module"] = ""
+        why = next((ln.split("error: ", 1)[1] for ln in str(error).splitlines() if "error: " in ln),
+                   str(error).splitlines()[0])
+        if os.environ.get(iree_compile.QUIET_VAR, "") in ("", "0"):
+            print(f"triton-iree: {name}: IREE's CUDA code generation failed ({why.strip()}); "
+                  f"running Triton's own kernel (native mode)", file=sys.stderr)
+        return vmfb
 
 
 def _tiles(kernel):

@@ -447,7 +447,8 @@ class ComputeEmitter(EmitterBase):
         if self.llvmgpu and closed_form_reduce(op):
             self._closed_form(op)
             return
-        if self.llvmgpu and (reduced_on_one_thread(op) or self.gpu_whole_reductions and not op.to_scalar and
+        if self.llvmgpu and (reduced_on_one_thread(op) or self.gpu_scatters and op.to_scalar or
+                             self.gpu_whole_reductions and not op.to_scalar and
                              all(r.type.numel == 1 for r in op.results)):
             # (The second: a reduction to one element kept as a tile, in a dispatch IREE
             # configures for a reduction to a scalar: IREE failed to distribute the two.)

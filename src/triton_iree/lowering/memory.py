@@ -705,7 +705,20 @@ class MemoryEmitter(EmitterBase):
             self.w(f"scf.if {cond} {{")
             self.indent += 1
             self.scopes.append({})
-        if self.options.gpu_tiling is not None or self.snapshots:
+        if self.llvmgpu and self.loop_depth and not self.one_thread and \
+                any(isinstance(o, t.Load) and o.buffer is p for o in self.k.walk()):
+            # In a kernel loop that also loads this buffer, on the first thread: IREE writes a
+            # fill into the stored slice hoisted out of the loop, which the loop's loads read,
+            # so it copies it into an allocation without a memory space ('failed to bufferize').
+            def write(_dests: list[str]) -> list[str]:
+                one = self.fresh("one")
+                self.w(f"{one} = tensor.from_elements {value} : tensor<1x{p.dtype}>")
+                self.w(f"iree_tensor_ext.dispatch.tensor.store {one}, {self.binding[id(p)]}, offsets = [{off}], "
+                       f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
+                return []
+            self._on_one_thread([], [], write)
+            x = None
+        elif self.options.gpu_tiling is not None or self.snapshots:
             # From a one-element linalg.fill. GPUs: a dispatch without a linalg op keeps its
             # bindings as they are, which IREE's SPIR-V backend cannot lower; on CUDA and HIP
             # each such fill is spread over the threads (`_configure`). With snapshots: a stored
@@ -714,8 +727,9 @@ class MemoryEmitter(EmitterBase):
         else:
             x = self.fresh("one")
             self.w(f"{x} = tensor.from_elements {value} : tensor<1x{p.dtype}>")
-        self.w(f"iree_tensor_ext.dispatch.tensor.store {x}, {self.binding[id(p)]}, offsets = [{off}], "
-               f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
+        if x is not None:
+            self.w(f"iree_tensor_ext.dispatch.tensor.store {x}, {self.binding[id(p)]}, offsets = [{off}], "
+                   f"sizes = [1], strides = [1] : tensor<1x{p.dtype}> -> {self.buf_type(p)}")
         if cond is not None:
             self.scopes.pop()
             self.indent -= 1

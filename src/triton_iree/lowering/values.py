@@ -143,11 +143,18 @@ class EmitterBase():
         # LLVMGPU: stores after which the workgroup waits (`memory_order.stores_before_access`).
         self.barrier_stores = stores_before_access(kernel, options.may_alias) if self.llvmgpu else set()
         self.spirv = gpu is not None and gpu.spirv
+        # CUDA and HIP: a program with a scatter reduces to scalars on one thread too. A reduction
+        # to a scalar makes IREE configure the dispatch itself, and it failed to distribute the
+        # scattered tile's ops beside it ('failed to distribute'; iree-compile crashed configuring
+        # checked mode's scatter).
+        self.gpu_scatters = self.llvmgpu and any(
+            isinstance(op, t.Store) and isinstance(facts.access(op), GatherAccess) for op in kernel.walk())
         # (On CUDA and HIP a reduction of a uniform tile is computed in closed form, no linalg
         # op: `ComputeEmitter._closed_form`; one to 64-bit scalars on one thread.)
         self.gpu_whole_reductions = gpu is not None and any(
             isinstance(op, t.Reduce) and op.to_scalar and
-            not (self.llvmgpu and (closed_form_reduce(op) or reduced_on_one_thread(op))) for op in kernel.walk())
+            not (self.llvmgpu and (closed_form_reduce(op) or reduced_on_one_thread(op) or self.gpu_scatters))
+            for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
         # A tl.dot program on tensor cores (`GpuTiling.mma_program`): {id(dot): its plan}.
         self.gpu_mma = gpu.mma_program(kernel) if self.llvmgpu else None
