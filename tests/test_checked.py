@@ -433,3 +433,36 @@ def test_a_checked_grid_past_its_records_tags_is_refused_before_anything_runs(mo
     with pytest.raises(LaunchError, match="checked mode launches at most"):
         one_failing_program_kernel[(2 ** 31 - 1, 2 ** 31 - 1)](out, 0, check_bounds=True)
     assert sizes == []
+
+
+@triton.jit
+def assert_then_scatter_kernel(x_ptr, idx_ptr, out_ptr, n, steps, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    idx = tl.load(idx_ptr + offs, mask=m, other=0)
+    tl.device_assert((idx >= 0) & (idx < n), "index out of bounds")
+    tl.store(out_ptr + idx, tl.load(x_ptr + idx, mask=m), mask=m)
+    for i in range(steps):   # accesses in a loop after the assert
+        tl.store(out_ptr + idx, i + 1.0, mask=m)
+
+
+def test_a_program_that_failed_an_assert_performs_no_later_access():
+    # Without bounds checks, an index the assert refused is never used (Inductor's indirect
+    # indexing asserts its indices, then loads or stores through them).
+    n = 300
+    x, idx = torch.rand(n), torch.randperm(n)
+    storage = torch.full((n + 64,), -1.0)
+    out = storage[:n]   # what lies past `out` is its storage: the kernel could write it
+    assert_then_scatter_kernel[(3,)](x, idx, out, n, 0, BLOCK=128, debug=True)
+    torch.testing.assert_close(out, x, rtol=0, atol=0)
+    idx[200] = n + 40   # program 1 fails
+    storage.fill_(-1.0)
+    with pytest.raises(DeviceError, match="index out of bounds") as e:
+        assert_then_scatter_kernel[(3,)](x, idx, out, n, 2, BLOCK=128, debug=True)
+    assert e.value.program_id == (1, 0, 0)
+    assert e.value.loc.startswith(_line(assert_then_scatter_kernel, "device_assert"))
+    done = torch.zeros(n, dtype=torch.bool)
+    done[idx[:128]] = True
+    done[idx[256:]] = True
+    assert (out[done] == 2).all() and (out[~done] == -1).all()   # programs 0 and 2 ran on
+    assert (storage[n:] == -1).all()

@@ -14,7 +14,8 @@ for a kernel that has asserts (Triton keeps `tl.device_assert` only under its de
   form the pointer analysis gives in scalars, failing is computed from their lowest and highest
   offsets (a few scalar ops); for the rest (gathers, pointers carried by loops), element by
   element.
-- Each Assert (``tt.assert``) fails where its condition is false, and is removed.
+- Each Assert (``tt.assert``) fails where its condition is false, and is removed. Without bounds
+  checks, a program that failed performs no later access (its masks join "no failure yet").
 
 Each program keeps the first failure it meets as two i64 scalars, threaded through loops and
 ifs: the failing site's number plus one (0: none yet) and the offset (of the lowest failing
@@ -101,6 +102,7 @@ class _Instrumenter:
         k = self.k
         zero = t.Constant(0, I64)
         k.body.ops.insert(0, zero)
+        self.unfailed = zero.result   # the state's code before any check
         state = self.visit(k.body, (zero.result, zero.result))
         self.loc = k.loc
         self.block = k.body
@@ -129,11 +131,14 @@ class _Instrumenter:
             self.block, self.loc = block, op.loc
             if isinstance(op, (t.Load, t.Store, t.Atomic)) and self.bounds_checked:
                 state = self.access(op, state)
+            elif isinstance(op, (t.Load, t.Store, t.Atomic)) and state[0] is not self.unfailed:
+                self.stop_after_failure(op, state[0])
             elif isinstance(op, t.Assert):
                 failed = self.any(self.negate(op.cond))
                 state = self.update(failed, state[1], Site("assert", "", op.loc, op.message), state)
                 continue
-            elif isinstance(op, (t.For, t.While, t.If)) and _has_checks(op, self.bounds_checked):
+            elif isinstance(op, (t.For, t.While, t.If)) and _has_checks(
+                    op, self.bounds_checked or state[0] is not self.unfailed):
                 state = t.carry(op, state, self.visit)
             block.ops.append(op)
         return state
@@ -172,6 +177,14 @@ class _Instrumenter:
         then, self.block = self.block, outer
         where = self.emit(t.If(failed, then, t.Block(yields=[state[1]]), [I64], self.loc))
         return self.update(failed, where, site, state)
+
+    def stop_after_failure(self, op: t.Load | t.Store | t.Atomic, code: t.Value) -> None:
+        """Without bounds checks: a program that failed an assert performs no later access (as a
+        GPU thread stops there), so an index an assert refused is never used."""
+        ok = self.ew("arith.cmpi", [code, self.i64(0)], "i1", predicate="eq")
+        if op.offsets.is_tile:
+            ok = self.emit(t.Splat(ok, t.with_dtype(op.offsets.type, "i1"), self.loc))
+        op.mask = ok if op.mask is None else self.ew("arith.andi", [op.mask, ok], "i1")
 
     def bounds(self, op: t.Load | t.Store | t.Atomic, lo: t.Value, hi: t.Value) -> t.Value | None:
         """Whether a structured access leaves [lo, hi), from its lowest and highest offsets
