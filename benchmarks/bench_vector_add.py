@@ -63,14 +63,14 @@ def bench_add(rounds: int, n: int = 1 << 24) -> dict:
 
 
 def bench_checked(rounds: int, n: int = 1 << 24) -> dict:
-    """The cost of checked mode (Triton's debug switch: bounds checks on every access)."""
+    """The cost of checked mode (`check_bounds=True`: bounds checks on every access)."""
     x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
     grid = (triton.cdiv(n, 1024),)
-    add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024, debug=True)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024, check_bounds=True)
     assert torch.equal(out, x + y)
     res = side_by_side({
         "add_kernel": lambda: add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024),
-        "add_kernel debug=True": lambda: add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024, debug=True),
+        "add_kernel check_bounds=True": lambda: add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024, check_bounds=True),
     }, rounds=rounds)
     report(f"checked mode, vector add n = 2^{n.bit_length() - 1} f32", res)
     return res

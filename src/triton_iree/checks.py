@@ -1,18 +1,21 @@
 """Checked mode: bounds checks on every access, and `tl.device_assert`, as a tile-program pass.
 
-Under Triton's debug switch (`TRITON_DEBUG=1`, or `@triton.jit(debug=True)`) the backend runs
-`instrument` on the tile program before the analyses. It rewrites the kernel in place:
+The backend runs `instrument` on the tile program before the analyses: with bounds checks when
+they are asked for (the `check_bounds` launch option, or TRITON_IREE_CHECK_BOUNDS=1), else only
+for a kernel that has asserts (Triton keeps `tl.device_assert` only under its debug switch,
+`TRITON_DEBUG=1` or `debug=True`), checking just those. It rewrites the kernel in place:
 
-- Every Load, Store and Atomic, structured or not, scalar or tile, fails where its mask holds and its
-  offset is outside ``[start, end)``: offsets count elements from the start of the buffer the
-  runtime imported for the argument, and `start` and `end` bound the argument's storage inside
-  it (two new i64 scalar parameters per buffer; the import may begin before the storage, at an
-  aligned address). A failing access is not performed at all: its negation (a scalar)
+- With bounds checks, every Load, Store and Atomic, structured or not, scalar or tile, fails where
+  its mask holds and its offset is outside ``[start, end)``: offsets count elements from the
+  start of the buffer the runtime imported for the argument, and `start` and `end` bound the
+  argument's storage inside it (two new i64 scalar parameters per buffer; the import may begin
+  before the storage, at an aligned address). A failing access is not performed at all: its negation (a scalar)
   joins the mask, which keeps a structured access structured. For structured accesses whose
   form the pointer analysis gives in scalars, failing is computed from their lowest and highest
   offsets (a few scalar ops); for the rest (gathers, pointers carried by loops), element by
   element.
-- Each Assert (``tt.assert``) fails where its condition is false, and is removed.
+- Each Assert (``tt.assert``) fails where its condition is false, and is removed. Without bounds
+  checks, a program that failed performs no later access (its masks join "no failure yet").
 
 Each program keeps the first failure it meets as two i64 scalars, threaded through loops and
 ifs: the failing site's number plus one (0: none yet) and the offset (of the lowest failing
@@ -26,9 +29,9 @@ It raises `DeviceError` for the first program among them (`runtime.Checks`).
 
 Record words: slot + 1; then, each under that 32-bit tag, the site number plus one, the low
 and the high 32 bits of the offset. Launch ABI added after the kernel's own arguments: the
-record buffer (i64, RECORD_ENTRIES x RECORD_FIELDS, zero on entry), then each buffer argument's
-start and end in parameter order; the record buffer's base offset comes last among the base
-offsets.
+record buffer (i64, RECORD_ENTRIES x RECORD_FIELDS, zero on entry), then, with bounds checks,
+each buffer argument's start and end in parameter order; the record buffer's base offset comes
+last among the base offsets.
 """
 from __future__ import annotations
 
@@ -55,17 +58,18 @@ class Site:
 
 
 class _Instrumenter:
-    def __init__(self, kernel: t.Kernel):
-        self.k = kernel
+    def __init__(self, kernel: t.Kernel, bounds: bool):
+        self.k, self.bounds_checked = kernel, bounds
         self.sites: list[Site] = []
         self.block = kernel.body
-        self.facts = analyze(kernel)   # of the unchecked kernel: the accesses' forms and masks
+        # Of the unchecked kernel: the accesses' forms and masks.
+        self.facts = analyze(kernel) if bounds else None
         index = len(kernel.params) + len(kernel.base_offsets)
         self.record = t.Param(index, "checks", "i64", True)
         self.record_base = self._scalar_param(index + 1, "checks_base")
         self.extents = {id(p): (self._scalar_param(index + 2 + 2 * i, f"{p.name}_start"),
                                 self._scalar_param(index + 3 + 2 * i, f"{p.name}_end"))
-                        for i, p in enumerate(kernel.buffers)}
+                        for i, p in enumerate(kernel.buffers)} if bounds else {}
 
     @staticmethod
     def _scalar_param(index: int, name: str) -> t.Param:
@@ -98,6 +102,7 @@ class _Instrumenter:
         k = self.k
         zero = t.Constant(0, I64)
         k.body.ops.insert(0, zero)
+        self.unfailed = zero.result   # the state's code before any check
         state = self.visit(k.body, (zero.result, zero.result))
         self.loc = k.loc
         self.block = k.body
@@ -116,7 +121,7 @@ class _Instrumenter:
         for j, v in enumerate(words):
             off = self.ew("arith.addi", [at, self.i64(j)], "i64")
             self.emit(t.Store(self.record, off, v, failed, self.loc))
-        k.params += [self.record, *(e for p in k.buffers for e in self.extents[id(p)])]
+        k.params += [self.record, *(e for p in k.buffers for e in self.extents.get(id(p), ()))]
         k.base_offsets.append(self.record_base)
         return self.sites
 
@@ -124,13 +129,16 @@ class _Instrumenter:
         ops, block.ops = block.ops, []
         for op in ops:
             self.block, self.loc = block, op.loc
-            if isinstance(op, (t.Load, t.Store, t.Atomic)):
+            if isinstance(op, (t.Load, t.Store, t.Atomic)) and self.bounds_checked:
                 state = self.access(op, state)
+            elif isinstance(op, (t.Load, t.Store, t.Atomic)) and state[0] is not self.unfailed:
+                self.stop_after_failure(op, state[0])
             elif isinstance(op, t.Assert):
                 failed = self.any(self.negate(op.cond))
                 state = self.update(failed, state[1], Site("assert", "", op.loc, op.message), state)
                 continue
-            elif isinstance(op, (t.For, t.While, t.If)) and _has_checks(op):
+            elif isinstance(op, (t.For, t.While, t.If)) and _has_checks(
+                    op, self.bounds_checked or state[0] is not self.unfailed):
                 state = t.carry(op, state, self.visit)
             block.ops.append(op)
         return state
@@ -169,6 +177,14 @@ class _Instrumenter:
         then, self.block = self.block, outer
         where = self.emit(t.If(failed, then, t.Block(yields=[state[1]]), [I64], self.loc))
         return self.update(failed, where, site, state)
+
+    def stop_after_failure(self, op: t.Load | t.Store | t.Atomic, code: t.Value) -> None:
+        """Without bounds checks: a program that failed an assert performs no later access (as a
+        GPU thread stops there), so an index an assert refused is never used."""
+        ok = self.ew("arith.cmpi", [code, self.i64(0)], "i1", predicate="eq")
+        if op.offsets.is_tile:
+            ok = self.emit(t.Splat(ok, t.with_dtype(op.offsets.type, "i1"), self.loc))
+        op.mask = ok if op.mask is None else self.ew("arith.andi", [op.mask, ok], "i1")
 
     def bounds(self, op: t.Load | t.Store | t.Atomic, lo: t.Value, hi: t.Value) -> t.Value | None:
         """Whether a structured access leaves [lo, hi), from its lowest and highest offsets
@@ -246,11 +262,17 @@ class _Instrumenter:
                 self.ew("arith.select", [first, where, offset], "i64"))
 
 
-def _has_checks(op_or_block) -> bool:
+def _has_checks(op_or_block, bounds: bool = True) -> bool:
     blocks = op_or_block.regions() if isinstance(op_or_block, t.Op) else [op_or_block]
-    return any(isinstance(op, (t.Load, t.Store, t.Atomic, t.Assert)) for b in blocks for op in b.walk())
+    kinds = (t.Load, t.Store, t.Atomic, t.Assert) if bounds else t.Assert
+    return any(isinstance(op, kinds) for b in blocks for op in b.walk())
 
 
-def instrument(kernel: t.Kernel) -> list[Site]:
-    """Adds checked mode to `kernel` (in place); returns its sites, numbered from 1."""
-    return _Instrumenter(kernel).run()
+def has_asserts(kernel: t.Kernel) -> bool:
+    return _has_checks(kernel.body, bounds=False)
+
+
+def instrument(kernel: t.Kernel, bounds: bool = True) -> list[Site]:
+    """Adds checked mode to `kernel` (in place), with bounds checks or only for its asserts;
+    returns its sites, numbered from 1."""
+    return _Instrumenter(kernel, bounds).run()

@@ -103,8 +103,8 @@ class InputError(TritonIreeError):
 
 
 class DeviceError(TritonIreeError):
-    """Checked mode (Triton's debug switch) found an out-of-bounds access or a failed
-    `tl.device_assert` in a program of a launch.
+    """Checked mode (bounds checks, or Triton's debug switch for asserts) found an out-of-bounds
+    access or a failed `tl.device_assert` in a program of a launch.
 
     `program_id` is (x, y, z); for an access, `access` is 'load', 'store' or 'atomic', `param` the
     argument's name and `offset` the failing element's offset from the argument's pointer;

@@ -502,9 +502,9 @@ class Checks:
     and raises `DeviceError` for the first program that failed."""
 
     def __init__(self, info: dict, plans: Sequence[ArgPlan]):
-        self.sites, self.written = info["sites"], info["written"]
+        self.sites, self.written, self.bounds = info["sites"], info["written"], info["bounds"]
         self.plans = [ArgPlan("checks", True, "i64"),
-                      *(ArgPlan(f"{p.name}_{e}", False, "i64", "int") for p in plans if p.is_buffer
+                      *(ArgPlan(f"{p.name}_{e}", False, "i64", "int") for p in plans if p.is_buffer and self.bounds
                         for e in ("start", "end"))]
 
     @staticmethod
@@ -528,8 +528,8 @@ class Checks:
             raise LaunchError(f"checked mode launches at most {RECORD_ENTRIES << 32} programs; this grid has {n}, "
                               f"nothing ran", kernel=kernel.name)
         records = torch.zeros((RECORD_ENTRIES, RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
-        kernel.launch([*plans, *self.plans], [*values, records, *(e for b in bounds.values() for e in b[:2])],
-                      grid, shared=shared)
+        extents = [e for b in bounds.values() for e in b[:2]] if self.bounds else []
+        kernel.launch([*plans, *self.plans], [*values, records, *extents], grid, shared=shared)
         written = records[records[:, 0] != 0].tolist()
         if written:
             whole = sorted(r for r in map(_record, written) if r is not None)

@@ -269,6 +269,6 @@ def test_checked_mode_out_of_bounds():
     hist, old = torch.zeros(13, dtype=torch.int32), torch.zeros(100, dtype=torch.int32)
     with pytest.raises(triton_iree.DeviceError, match=r"out-of-bounds atomic through 'hist_ptr' in program "
                                                       r"\(1, 0, 0\): element offset 13 ") as e:
-        histogram_kernel[(2,)](x, hist, old, 100, BLOCK=64, debug=True)
+        histogram_kernel[(2,)](x, hist, old, 100, BLOCK=64, check_bounds=True)
     assert e.value.access == "atomic"
     assert hist.sum().item() == 64    # program 1's failing atomic was not performed at all

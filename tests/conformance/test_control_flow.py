@@ -101,16 +101,16 @@ def test_while_stores_then_loads_the_same_buffer(n):
 
 
 @pytest.mark.construct("while loop")
-def test_while_accesses_are_checked_under_debug():
+def test_while_accesses_are_checked_with_bounds_checks():
     import triton_iree
     x = torch.randn(3, BLOCK - 1)
     out = torch.zeros(BLOCK - 1)
     args = [x, torch.tensor([3], dtype=torch.int32), out, BLOCK - 1, BLOCK - 1]
-    walk_rows_kernel[(1,)](*args, BLOCK=BLOCK, debug=True)
+    walk_rows_kernel[(1,)](*args, BLOCK=BLOCK, check_bounds=True)
     torch.testing.assert_close(out, x.sum(0))
     args[1][0] = 4     # one row past the tensor
     with pytest.raises(triton_iree.DeviceError, match="out-of-bounds load through 'x_ptr'"):
-        walk_rows_kernel[(1,)](*args, BLOCK=BLOCK, debug=True)
+        walk_rows_kernel[(1,)](*args, BLOCK=BLOCK, check_bounds=True)
 
 
 @triton.jit

@@ -114,11 +114,11 @@ def test_device_print_in_checked_mode_prints_and_checks(capfd):
     print_kernel[(1,)](torch.arange(4, dtype=torch.int32), 4, BLOCK=4)
     unchecked = capfd.readouterr().out
     x = torch.arange(4, dtype=torch.int32)
-    print_kernel[(1,)](x, 4, BLOCK=4, debug=True)
+    print_kernel[(1,)](x, 4, BLOCK=4, check_bounds=True)
     assert capfd.readouterr().out == unchecked and len(unchecked.splitlines()) == 3, unchecked
     assert torch.equal(x, torch.arange(4, dtype=torch.int32) * 2)
     with pytest.raises(DeviceError, match="out-of-bounds load"):
-        print_kernel[(1,)](torch.arange(4, dtype=torch.int32), 8, BLOCK=8, debug=True)
+        print_kernel[(1,)](torch.arange(4, dtype=torch.int32), 8, BLOCK=8, check_bounds=True)
     # The program ran on without the failing load (`other` where it was not performed) and its
     # prints are printed before the error is raised.
     assert "(0, 0, 0)  x:  [0 0 0 0 0 0 0 0]\n" in capfd.readouterr().out

@@ -21,6 +21,11 @@ from ..errors import CompileError, ResourceLimitError, UnsupportedError
 
 log = logging.getLogger(__name__)
 
+# Bounds checks of every access (checked mode) for every launch that does not pass `check_bounds`;
+# read once, as Triton reads TRITON_DEBUG, so that its in-memory kernel cache stays consistent.
+CHECK_BOUNDS_VAR = "TRITON_IREE_CHECK_BOUNDS"
+_CHECK_BOUNDS_DEFAULT = os.environ.get(CHECK_BOUNDS_VAR, "") not in ("", "0")
+
 
 @functools.lru_cache()
 def source_key() -> str:
@@ -49,7 +54,8 @@ class IreeOptions:
     num_ctas: int = 1
     num_stages: int = 1         # accepted and ignored on CPU
     warp_size: int = 1
-    debug: bool = False
+    debug: bool = False         # Triton's: keeps tl.device_assert (checked at run time)
+    check_bounds: bool = False  # checked mode: every access checked against its tensor's storage
     sanitize_overflow: bool = False
     arch: str = "llvm-cpu"
     backend_name: str = "iree"
@@ -97,6 +103,7 @@ class IreeBackend(BaseBackend):
         fields = IreeOptions.__dataclass_fields__
         args = {k: v for k, v in opts.items() if k in fields and v is not None}
         args["arch"] = self.iree_target.name
+        args.setdefault("check_bounds", _CHECK_BOUNDS_DEFAULT)
         if "supported_fp8_dtypes" in args:
             args["supported_fp8_dtypes"] = tuple(sorted(args["supported_fp8_dtypes"]))
         if "allowed_dot_input_precisions" in args:
@@ -143,9 +150,11 @@ class IreeBackend(BaseBackend):
         metadata["shared"] = 0
         buffers, stored = kernel.buffers, kernel.stored_buffers()   # the kernel's own pointer arguments
         metadata["prints"] = prints.instrument(kernel)   # tl.device_print: the launcher prints
-        if options.debug:   # checked mode (`checks`): the runtime reads the failures back
-            sites = checks.instrument(kernel)
-            metadata["checks"] = {"sites": [vars(s) for s in sites], "written": [p.name for p in stored]}
+        # Checked mode (`checks`): the runtime reads the failures back.
+        if options.check_bounds or options.debug and checks.has_asserts(kernel):
+            sites = checks.instrument(kernel, bounds=options.check_bounds)
+            metadata["checks"] = {"sites": [vars(s) for s in sites], "written": [p.name for p in stored],
+                                  "bounds": options.check_bounds}
         target = self.iree_target
         emit_options = cpu_options() if target.is_cpu else gpu_options(options.num_warps, target.name, target.arch)
         try:
