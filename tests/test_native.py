@@ -212,7 +212,7 @@ def _libdevice_kernel(x_ptr, out_ptr):
     tl.store(out_ptr + offs, libdevice.exp(tl.load(x_ptr + offs)))
 
 
-@pytest.mark.parametrize("fn, options", [(scatter_kernel, {"debug": True}), (_print_kernel, {}),
+@pytest.mark.parametrize("fn, options", [(scatter_kernel, {"check_bounds": True}), (_print_kernel, {}),
                                          (_libdevice_kernel, {})], ids=["checked", "print", "libdevice"])
 def test_kernels_that_need_the_generated_module_do_not_fall_back(codegen_fails, fn, options):
     """Checked mode's bounds checks, tl.device_print's logs and our tl.extra.libdevice functions

@@ -133,4 +133,4 @@ def test_version_names_triton_iree_and_torch():
     r = subprocess.run([sys.executable, "-m", "triton_iree.cli", "--version"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (f"triton-iree {version('triton-iree')} (triton {triton.__version__}, "
-                                f"iree {version('iree-base-compiler')}, torch {torch.__version__})")
+                                f"iree {version('iree-base-compiler')}, torch {version('torch')})")
