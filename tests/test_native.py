@@ -221,3 +221,17 @@ def test_kernels_that_need_the_generated_module_do_not_fall_back(codegen_fails, 
         {"x_ptr": "*fp32", "out_ptr": "*fp32"}
     with pytest.raises(CompileError, match="failed to distribute"):
         _jit_compile(fn, sig, {"BLOCK": 128} if fn is scatter_kernel else {}, **options)
+
+
+@pytest.mark.parametrize("capability, ptx_target", [(None, b".target sm_80"), ((9, 0), b".target sm_90")])
+def test_the_fallback_compiles_for_the_visible_gpu(codegen_fails, monkeypatch, capability, ptx_target):
+    """Triton's kernel is compiled for the GPU the launch runs on, as Triton's own launch is
+    (Triton refuses tl.dot_scaled below sm_90); without a visible GPU, for code generation's arch."""
+    import torch
+    if capability is not None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: capability)
+    else:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    k = _jit_compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128})
+    assert ptx_target in k.asm["vmfb"]

@@ -205,7 +205,7 @@ class IreeBackend(BaseBackend):
                 or metadata.get("prints") or libdevice.LIBRARY in ttir:
             return None
         name, options = metadata["name"], self._options
-        arch = int("".join(c for c in (target.arch or "sm_80") if c.isdigit()))
+        arch = _native_arch(target)
         try:
             k = native.compile_ttir(ttir, name, self._params, arch=arch, num_warps=options.num_warps,
                                     num_stages=options.num_stages, enable_fp_fusion=options.enable_fp_fusion)
@@ -223,6 +223,20 @@ class IreeBackend(BaseBackend):
             print(f"triton-iree: {name}: IREE's CUDA code generation failed ({why.strip()}); "
                   f"running Triton's own kernel (native mode)", file=sys.stderr)
         return vmfb
+
+
+def _native_arch(target: iree_compile.Target) -> int:
+    """The compute capability Triton compiles native mode's kernel for: the visible GPU's, as
+    Triton's own launch does (code generation's sm_80 PTX runs on newer GPUs, but Triton refuses
+    some constructs below sm_90: tl.dot_scaled), else the code generation's arch."""
+    try:
+        import torch
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return 10 * major + minor
+    except ImportError:
+        pass
+    return int("".join(c for c in (target.arch or "sm_80") if c.isdigit()))
 
 
 def _tiles(kernel):
