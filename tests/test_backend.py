@@ -27,6 +27,24 @@ def test_entry_point_and_active_driver():
     assert driver.active.get_current_target().backend == "cpu"
 
 
+def test_loading_the_backend_needs_no_iree_compiler():
+    """Triton imports every registered backend when it loads: on a machine with IREE's runtime
+    alone (running .vmfb files), `import triton` and the active driver must not need the compiler."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'iree.compiler' or name.startswith('iree.compiler.'):\n"
+            "            raise ImportError('blocked ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import triton\n"
+            "from triton.backends import backends\n"
+            "from triton.runtime.driver import driver\n"
+            "assert backends['cpu'].compiler.__name__ == 'IreeBackend', backends\n"
+            "print(type(driver.active).__name__)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "IreeDriver", r.stderr
+
+
 @pytest.mark.parametrize("gpu", [False, True])
 def test_driver_is_active_only_without_a_gpu(monkeypatch, gpu):
     # Triton's CUDA driver is active where torch sees a GPU: exactly one driver may be.

@@ -12,9 +12,6 @@ from typing import Any, Dict, Tuple
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from .. import compile as iree_compile
-from .. import checks, frontend, prints, reader
-from ..analysis import analyze
-from ..lowering import cpu_options, emit_module, gpu_options, lower
 from ..errors import CompileError, UnsupportedError
 
 log = logging.getLogger(__name__)
@@ -125,9 +122,13 @@ class IreeBackend(BaseBackend):
 
     def _make_ttir(self, mod, metadata: dict, options: IreeOptions):
         self._started = time.perf_counter()   # a backend object compiles one kernel
+        from .. import frontend   # the stages import iree.compiler: a machine that only runs needs none
         return frontend.make_ttir(mod, metadata, options)
 
     def _lower(self, mod, metadata: dict, options: IreeOptions) -> str:
+        from .. import checks, frontend, prints, reader
+        from ..analysis import analyze
+        from ..lowering import cpu_options, emit_module, gpu_options, lower
         text = frontend.generic_text(mod)
         name = mod.get_entry_func_name()
         log.info("lowering %s for %s (TTIR -> IREE input module)", name, self.iree_target.name)
@@ -180,6 +181,8 @@ def _dump_cached(metadata, target: iree_compile.Target) -> None:
         return
     from triton._C.libtriton import ir
     from triton.runtime.cache import get_cache_manager
+
+    from .. import frontend
     cache = get_cache_manager(metadata.hash)
     ttir, module = cache.get_file(f"{name}.ttir"), cache.get_file(f"{name}.iree")
     if ttir is not None:
@@ -201,6 +204,7 @@ def kernel_ttir(fn, signature: dict, constexprs: dict | None = None) -> str:
     from triton._C.libtriton import ir
     from triton.compiler.compiler import ASTSource
 
+    from .. import frontend
     backend = IreeBackend(GPUTarget("cpu", "llvm-cpu", 1))
     options = backend.parse_options({})
     src = ASTSource(fn, signature, constexprs=constexprs or {})
