@@ -23,6 +23,13 @@ def test_version_and_help():
     assert "prepare" in r.stdout and "compile" in r.stdout
 
 
+def test_python_dash_m_triton_iree_is_the_command():
+    r = subprocess.run([sys.executable, "-m", "triton_iree", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == cli("--version").stdout, r.stderr
+    r = subprocess.run([sys.executable, "-m", "triton_iree", "compile", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--signature" in r.stdout, r.stderr
+
+
 def test_missing_input_is_one_line_error_without_traceback(tmp_path):
     r = cli("prepare", str(tmp_path / "missing.mlir"), "-o", str(tmp_path / "out.mlir"))
     assert r.returncode != 0
