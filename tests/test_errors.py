@@ -114,6 +114,18 @@ def test_compile_time_limit(tmp_path, monkeypatch):
         iree_compile.compile_module("module {}", iree_compile.make_target(), name="slow", use_cache=False)
 
 
+def test_a_long_compile_says_once_what_it_compiles_unless_quiet(tmp_path, monkeypatch, capsys):
+    """iree-compile may run for minutes: after PROGRESS_AFTER_S one line names the kernel and target."""
+    _fake_iree_compile(tmp_path, monkeypatch, "exec sleep 60")
+    monkeypatch.setenv(iree_compile.TIMEOUT_VAR, "4")
+    for quiet in ("0", "1"):
+        monkeypatch.setenv(iree_compile.QUIET_VAR, quiet)
+        with pytest.raises(CompileError, match="4 s limit"):
+            iree_compile.compile_module("module {}", iree_compile.make_target(), name="hangs", use_cache=False)
+        err = capsys.readouterr().err
+        assert err == ("" if quiet == "1" else "triton-iree: compiling hangs for llvm-cpu ...\n")
+
+
 def _gone(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +192,12 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
             log.debug("iree cache hit for %s: %s", name, path)
             return Path(path).read_bytes()
     log.info("iree-compile %s for %s", name, target.name)
-    vmfb = _run_iree_compile(module_text, target, name, extra)
+    progress = _announce_after(PROGRESS_AFTER_S - (time.perf_counter() - started), name, target)
+    try:
+        vmfb = _run_iree_compile(module_text, target, name, extra)
+    finally:
+        if progress is not None:
+            progress.cancel()
     if cache is not None:
         cache.put(vmfb, fname, binary=True)
     report_compile_time(name, target, time.perf_counter() - started)
@@ -214,6 +220,23 @@ def report_compile_time(name: str, target: Target, seconds: float) -> None:
         slow = DEFAULT_SLOW_COMPILE_S
     if seconds >= slow:
         print(f"triton-iree: compiling {name} for {target.name} took {seconds:.1f} s", file=sys.stderr)
+
+
+# A compile still running this many seconds after it began says once on stderr what it compiles
+# (iree-compile may run for minutes before its time limit); TRITON_IREE_QUIET=1 turns it off.
+PROGRESS_AFTER_S = 2.0
+
+
+def _announce_after(delay: float, name: str, target: Target) -> threading.Timer | None:
+    """A started timer that prints the line after `delay` s unless cancelled; None when quiet."""
+    if os.environ.get(QUIET_VAR, "") not in ("", "0"):
+        return None
+    where = f"{target.name} ({target.arch})" if target.arch else target.name
+    timer = threading.Timer(max(0.0, delay), lambda: print(
+        f"triton-iree: compiling {name} for {where} ...", file=sys.stderr, flush=True))
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 COMPILE_STATS = {"compiles": 0, "seconds": 0.0}
