@@ -171,6 +171,30 @@ def test_on_disk_cache_is_reused_and_invalidated_by_kernel_and_backend_changes(t
     assert any(p.suffix == ".vmfb" for p in (tmp_path / "cache").rglob("*"))
 
 
+def test_triton_always_compile_runs_iree_compile_despite_its_cache(tmp_path, monkeypatch):
+    import iree.runtime as rt
+    import numpy as np
+    module = ("func.func @neg(%x: tensor<7xf32>) -> tensor<7xf32> {\n"
+              "  %y = arith.negf %x : tensor<7xf32>\n  return %y : tensor<7xf32>\n}\n")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    target = iree_compile.make_target("llvm-cpu")
+
+    def compiles(always: str) -> int:
+        monkeypatch.setenv("TRITON_ALWAYS_COMPILE", always)
+        before = iree_compile.COMPILE_STATS["compiles"]
+        vmfb = iree_compile.compile_module(module, target, name="neg")
+        ctx = rt.SystemContext(config=rt.Config("local-task"))
+        ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb))
+        x = np.linspace(-3, 3, 7, dtype=np.float32)
+        np.testing.assert_array_equal(np.asarray(ctx.modules.module["neg"](x)), -x)
+        return iree_compile.COMPILE_STATS["compiles"] - before
+
+    assert compiles("0") == 1   # compiled, and cached
+    assert compiles("0") == 0   # from the cache
+    assert compiles("1") == 1   # compiled regardless of the cache
+    assert any(p.suffix == ".vmfb" for p in (tmp_path / "cache").rglob("*"))
+
+
 def test_iree_cache_key_covers_module_target_flags_version_and_cpu(monkeypatch):
     t = iree_compile.make_target("llvm-cpu")
     key = iree_compile.cache_key("m", t)

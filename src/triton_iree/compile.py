@@ -178,6 +178,7 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
     directory under TRITON_IREE_DUMP_DIR (default `<name>/<short cache key>`); `started` the
     `time.perf_counter()` at which compiling it began (for `report_compile_time`).
     """
+    from triton import knobs
     from triton.runtime.cache import get_cache_manager
     started = time.perf_counter() if started is None else started
     # Extra iree-compile flags for experiments and tuning; part of the cache key like any flag.
@@ -186,7 +187,8 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
     dump_module(dump_dir or f"{name}/{key[:SPEC_DIGITS]}", name, module_text, target, extra)
     cache = get_cache_manager(key) if use_cache else None
     fname = f"{name}.vmfb"
-    if cache is not None:
+    # TRITON_ALWAYS_COMPILE: Triton's "compile regardless of the cache"; the result is still cached.
+    if cache is not None and not knobs.compilation.always_compile:
         path = cache.get_file(fname)
         if path is not None:
             log.debug("iree cache hit for %s: %s", name, path)
