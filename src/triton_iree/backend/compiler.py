@@ -116,6 +116,11 @@ class IreeBackend(BaseBackend):
     def add_stages(self, stages: dict, options: IreeOptions, language=Language.TRITON) -> None:
         if language != Language.TRITON:
             raise NotImplementedError("triton-iree runs Triton kernels; Gluon is not supported")
+        from triton import knobs
+        if knobs.compilation.store_binary_only:   # Triton then caches cubin and hsaco files only
+            raise UnsupportedError("TRITON_STORE_BINARY_ONLY=1 is not supported: Triton then keeps only CUDA "
+                                   "and ROCm binaries (cubin, hsaco), not triton-iree's .vmfb, and could not "
+                                   "load the compiled kernel; unset it")
         stages["ttir"] = lambda src, metadata: self._make_ttir(src, metadata, options)
         stages["iree"] = _without_internal_frames(lambda src, metadata: self._lower(src, metadata, options))
         stages["vmfb"] = lambda src, metadata: self._compile(src, metadata)
