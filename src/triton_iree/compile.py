@@ -139,17 +139,27 @@ def shell_command(cl: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cl)
 
 
+def host_cpu_info() -> tuple[str, tuple[str, ...]]:
+    """This CPU's model name and feature flags (x86 'flags', Arm 'Features') from /proc/cpuinfo,
+    the one reader of it; ("", ()) where there is none."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "", ()
+
+    def field(*names: str) -> str:
+        return next((ln for ln in lines if ln.startswith(names)), "").partition(":")[2].strip()
+    return field("model name"), tuple(field("flags", "Features").split())
+
+
 def host_cpu_id() -> str:
     """Identifies this CPU for cache keys: modules built with --iree-llvmcpu-target-cpu=host
     only run on CPUs with the same features."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-        flags = next((ln for ln in info.splitlines() if ln.startswith(("flags", "Features"))), "")
-        model = next((ln for ln in info.splitlines() if ln.startswith("model name")), "")
-        return hashlib.sha256((model + flags).encode()).hexdigest()[:16]
-    except OSError:
+    model, features = host_cpu_info()
+    if not model and not features:
         import platform
         return platform.machine()
+    return hashlib.sha256(f"{model}\0{' '.join(features)}".encode()).hexdigest()[:16]
 
 
 def cpu_key(target: Target) -> str:
