@@ -212,7 +212,7 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
             progress.cancel()
     if cache is not None:
         cache.put(vmfb, fname, binary=True)
-    report_compile_time(name, target, time.perf_counter() - started)
+    report_compile_time(name, target, time.perf_counter() - started, announced=bool(progress and progress.said))
     return vmfb
 
 
@@ -222,7 +222,8 @@ SLOW_COMPILE_VAR, QUIET_VAR = "TRITON_IREE_SLOW_COMPILE_SECONDS", "TRITON_IREE_Q
 DEFAULT_SLOW_COMPILE_S = 3.0
 
 
-def report_compile_time(name: str, target: Target, seconds: float) -> None:
+def report_compile_time(name: str, target: Target, seconds: float, announced: bool = False) -> None:
+    """`announced`: the compile's start was printed (`_announce_after`), so its end is too."""
     log.info("compiled %s for %s in %.2f s", name, target.name, seconds)
     if os.environ.get(QUIET_VAR, "") not in ("", "0"):
         return
@@ -230,7 +231,7 @@ def report_compile_time(name: str, target: Target, seconds: float) -> None:
         slow = float(os.environ.get(SLOW_COMPILE_VAR) or DEFAULT_SLOW_COMPILE_S)
     except ValueError:
         slow = DEFAULT_SLOW_COMPILE_S
-    if seconds >= slow:
+    if seconds >= slow or announced:
         print(f"triton-iree: compiling {name} for {target.name} took {seconds:.1f} s", file=sys.stderr)
 
 
@@ -244,9 +245,12 @@ def _announce_after(delay: float, name: str, target: Target) -> threading.Timer 
     if os.environ.get(QUIET_VAR, "") not in ("", "0"):
         return None
     where = f"{target.name} ({target.arch})" if target.arch else target.name
-    timer = threading.Timer(max(0.0, delay), lambda: print(
-        f"triton-iree: compiling {name} for {where} ...", file=sys.stderr, flush=True))
-    timer.daemon = True
+
+    def say() -> None:
+        timer.said = True
+        print(f"triton-iree: compiling {name} for {where} ...", file=sys.stderr, flush=True)
+    timer = threading.Timer(max(0.0, delay), say)
+    timer.said, timer.daemon = False, True
     timer.start()
     return timer
 
