@@ -195,12 +195,18 @@ def test_triton_always_compile_runs_iree_compile_despite_its_cache(tmp_path, mon
     assert any(p.suffix == ".vmfb" for p in (tmp_path / "cache").rglob("*"))
 
 
+@triton.jit
+def _binary_only_probe(x_ptr, out_ptr, n, BLOCK: tl.constexpr):   # compiled by this test only
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
 def test_triton_store_binary_only_is_refused_clearly(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRITON_STORE_BINARY_ONLY", "1")
     x = torch.rand(100)
     with pytest.raises(UnsupportedError, match="TRITON_STORE_BINARY_ONLY=1 is not supported"):
-        K.add_kernel[(1,)](x, x, torch.empty(100), 100, BLOCK_SIZE=128)
+        _binary_only_probe[(1,)](x, torch.empty(100), 100, BLOCK=128)
 
 
 def test_iree_cache_key_covers_module_target_flags_version_and_cpu(monkeypatch):
