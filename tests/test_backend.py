@@ -209,6 +209,40 @@ def test_triton_store_binary_only_is_refused_clearly(tmp_path, monkeypatch):
         _binary_only_probe[(1,)](x, torch.empty(100), 100, BLOCK=128)
 
 
+_OVERRIDE_PROBE = """
+import sys, torch
+sys.path.insert(0, {examples!r})
+from kernels import add_kernel
+x = torch.rand(100)
+out = torch.empty(100)
+add_kernel[(1,)](x, x, out, 100, BLOCK_SIZE=128)
+print((out - 2 * x).abs().max().item())
+"""
+
+
+def test_triton_kernel_override_of_ttir_works_and_of_the_iree_module_is_refused(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(_OVERRIDE_PROBE.format(examples=str(Path(__file__).parents[1] / "examples")))
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_ALWAYS_COMPILE="1")
+
+    def run(**knobs):
+        return subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, env={**env, **knobs})
+    r = run(TRITON_KERNEL_DUMP="1", TRITON_DUMP_DIR=str(tmp_path / "dump"))
+    assert r.returncode == 0 and float(r.stdout) == 0.0, r.stderr
+    dumped, = (tmp_path / "dump").iterdir()
+    override = tmp_path / "override" / dumped.name
+    override.mkdir(parents=True)
+    knobs = dict(TRITON_KERNEL_OVERRIDE="1", TRITON_OVERRIDE_DIR=str(tmp_path / "override"))
+    ttir = (dumped / "add_kernel.ttir").read_text()
+    (override / "add_kernel.ttir").write_text(ttir.replace("arith.addf", "arith.subf"))
+    r = run(**knobs)   # x - x: 2x off
+    assert r.returncode == 0 and float(r.stdout.split()[-1]) > 0.5, r.stderr
+    (override / "add_kernel.ttir").unlink()
+    (override / "add_kernel.iree").write_text((dumped / "add_kernel.iree").read_text())
+    r = run(**knobs)
+    assert r.returncode != 0 and "UnsupportedError: overriding add_kernel.iree is not supported" in r.stderr, r.stderr
+
+
 def test_iree_cache_key_covers_module_target_flags_version_and_cpu(monkeypatch):
     t = iree_compile.make_target("llvm-cpu")
     key = iree_compile.cache_key("m", t)

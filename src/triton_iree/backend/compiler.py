@@ -164,6 +164,9 @@ class IreeBackend(BaseBackend):
 
     def _compile(self, module_text: str, metadata: dict) -> bytes:
         name = metadata["name"]
+        if module_text is None:   # what Triton's override (TRITON_KERNEL_OVERRIDE, ir_override) reads from a .iree file
+            raise UnsupportedError(f"overriding {name}.iree is not supported: Triton reads back only its own IR "
+                                   f"kinds (.ttir, .ttgir, .llir, ...); override {name}.ttir instead", kernel=name)
         return iree_compile.compile_module(module_text, self.iree_target, name=name,
                                            dump_dir=_spec_dir(name, metadata),
                                            started=getattr(self, "_started", None))
