@@ -86,8 +86,8 @@ def from_compiled(compiled, signature: dict) -> NativeKernel:
                         md.shared, scratch)
 
 
-# PTX is rewritten as text: no PTX parser exists to use (LLVM's NVPTX backend only emits PTX, and
-# neither Triton nor IREE reads it back). The rewrite is narrow and checked: the entry's parameter
+# PTX is rewritten as text: none of the dependencies parses PTX (LLVM's NVPTX backend only emits
+# it; Triton and IREE do not read it back). The rewrite is narrow and checked: the entry's parameter
 # list, and `ld.param` of those parameters; a parameter used any other way is refused (`sub_loads`).
 _ENTRY = re.compile(r"(\.visible\s+\.entry\s+)(\w+)(\s*\()(.*?)(\)\s*)", re.S)
 
