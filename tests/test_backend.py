@@ -27,6 +27,24 @@ def test_entry_point_and_active_driver():
     assert driver.active.get_current_target().backend == "cpu"
 
 
+def test_loading_the_backend_needs_no_iree_compiler():
+    """Triton imports every registered backend when it loads: on a machine with IREE's runtime
+    alone (running .vmfb files), `import triton` and the active driver must not need the compiler."""
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'iree.compiler' or name.startswith('iree.compiler.'):\n"
+            "            raise ImportError('blocked ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import triton\n"
+            "from triton.backends import backends\n"
+            "from triton.runtime.driver import driver\n"
+            "assert backends['cpu'].compiler.__name__ == 'IreeBackend', backends\n"
+            "print(type(driver.active).__name__)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "IreeDriver", r.stderr
+
+
 @pytest.mark.parametrize("gpu", [False, True])
 def test_driver_is_active_only_without_a_gpu(monkeypatch, gpu):
     # Triton's CUDA driver is active where torch sees a GPU: exactly one driver may be.
@@ -151,6 +169,78 @@ def test_on_disk_cache_is_reused_and_invalidated_by_kernel_and_backend_changes(t
     lowered, _, value = run("* 3")
     assert lowered and value == 9.0               # the backend changed
     assert any(p.suffix == ".vmfb" for p in (tmp_path / "cache").rglob("*"))
+
+
+def test_triton_always_compile_runs_iree_compile_despite_its_cache(tmp_path, monkeypatch):
+    import iree.runtime as rt
+    import numpy as np
+    module = ("func.func @neg(%x: tensor<7xf32>) -> tensor<7xf32> {\n"
+              "  %y = arith.negf %x : tensor<7xf32>\n  return %y : tensor<7xf32>\n}\n")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    target = iree_compile.make_target("llvm-cpu")
+
+    def compiles(always: str) -> int:
+        monkeypatch.setenv("TRITON_ALWAYS_COMPILE", always)
+        before = iree_compile.COMPILE_STATS["compiles"]
+        vmfb = iree_compile.compile_module(module, target, name="neg")
+        ctx = rt.SystemContext(config=rt.Config("local-task"))
+        ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb))
+        x = np.linspace(-3, 3, 7, dtype=np.float32)
+        np.testing.assert_array_equal(np.asarray(ctx.modules.module["neg"](x)), -x)
+        return iree_compile.COMPILE_STATS["compiles"] - before
+
+    assert compiles("0") == 1   # compiled, and cached
+    assert compiles("0") == 0   # from the cache
+    assert compiles("1") == 1   # compiled regardless of the cache
+    assert any(p.suffix == ".vmfb" for p in (tmp_path / "cache").rglob("*"))
+
+
+@triton.jit
+def _binary_only_probe(x_ptr, out_ptr, n, BLOCK: tl.constexpr):   # compiled by this test only
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def test_triton_store_binary_only_is_refused_clearly(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRITON_STORE_BINARY_ONLY", "1")
+    x = torch.rand(100)
+    with pytest.raises(UnsupportedError, match="TRITON_STORE_BINARY_ONLY=1 is not supported"):
+        _binary_only_probe[(1,)](x, torch.empty(100), 100, BLOCK=128)
+
+
+_OVERRIDE_PROBE = """
+import sys, torch
+sys.path.insert(0, {examples!r})
+from kernels import add_kernel
+x = torch.rand(100)
+out = torch.empty(100)
+add_kernel[(1,)](x, x, out, 100, BLOCK_SIZE=128)
+print((out - 2 * x).abs().max().item())
+"""
+
+
+def test_triton_kernel_override_of_ttir_works_and_of_the_iree_module_is_refused(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(_OVERRIDE_PROBE.format(examples=str(Path(__file__).parents[1] / "examples")))
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_ALWAYS_COMPILE="1")
+
+    def run(**knobs):
+        return subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, env={**env, **knobs})
+    r = run(TRITON_KERNEL_DUMP="1", TRITON_DUMP_DIR=str(tmp_path / "dump"))
+    assert r.returncode == 0 and float(r.stdout) == 0.0, r.stderr
+    dumped, = (tmp_path / "dump").iterdir()
+    override = tmp_path / "override" / dumped.name
+    override.mkdir(parents=True)
+    knobs = dict(TRITON_KERNEL_OVERRIDE="1", TRITON_OVERRIDE_DIR=str(tmp_path / "override"))
+    ttir = (dumped / "add_kernel.ttir").read_text()
+    (override / "add_kernel.ttir").write_text(ttir.replace("arith.addf", "arith.subf"))
+    r = run(**knobs)   # x - x: 2x off
+    assert r.returncode == 0 and float(r.stdout.split()[-1]) > 0.5, r.stderr
+    (override / "add_kernel.ttir").unlink()
+    (override / "add_kernel.iree").write_text((dumped / "add_kernel.iree").read_text())
+    r = run(**knobs)
+    assert r.returncode != 0 and "UnsupportedError: overriding add_kernel.iree is not supported" in r.stderr, r.stderr
 
 
 def test_iree_cache_key_covers_module_target_flags_version_and_cpu(monkeypatch):

@@ -23,6 +23,58 @@ def test_version_and_help():
     assert "prepare" in r.stdout and "compile" in r.stdout
 
 
+def test_python_dash_m_triton_iree_is_the_command():
+    r = subprocess.run([sys.executable, "-m", "triton_iree", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == cli("--version").stdout, r.stderr
+    r = subprocess.run([sys.executable, "-m", "triton_iree", "compile", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "--signature" in r.stdout, r.stderr
+
+
+_TWO_KERNELS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.autotune(configs=[triton.Config({})], key=[])
+@triton.jit
+def scale(x_ptr, n):
+    pass
+
+
+if __name__ == "__main__":
+    raise SystemExit("the file's launch code ran")
+"""
+
+
+def test_compile_of_a_python_file_without_kernel_names_the_kernel_to_give(tmp_path):
+    src, out = tmp_path / "two.py", tmp_path / "out.vmfb"
+    src.write_text(_TWO_KERNELS)
+    for spec in (str(src), f"{src}:"):
+        line = one_line_error(cli("compile", spec, "-o", str(out)))
+        assert line == (f"triton-iree: error: {spec!r} names no kernel: give FILE.py:KERNEL "
+                        f"(its @triton.jit functions: copy, scale)")
+        assert not out.exists()
+    # The file is imported, not run as __main__: its guarded launch code does not run.
+    r = cli("compile", f"{src}:copy", "-o", str(out), "--signature", "x_ptr=*fp32,out_ptr=*fp32,n=i32",
+            "--constexpr", "BLOCK=16", "--emit-mlir")
+    assert r.returncode == 0 and "flow.dispatch.workgroups" in out.read_text(), r.stderr
+
+
+def test_compile_help_lists_targets_and_arches():
+    r = cli("compile", "--help")
+    options = r.stdout[r.stdout.index("options:"):]
+    target = options[options.index("--target {"):options.index("--arch ARCH")]
+    arch = options[options.index("--arch ARCH"):options.index("--signature SIGNATURE")]
+    assert all(t in target for t in ("llvm-cpu (this CPU", "TRITON_IREE_UNVALIDATED_TARGETS")), target
+    assert all(a in " ".join(arch.split()) for a in ("sm_80", "gfx942", "ampere")), arch
+
+
 def test_missing_input_is_one_line_error_without_traceback(tmp_path):
     r = cli("prepare", str(tmp_path / "missing.mlir"), "-o", str(tmp_path / "out.mlir"))
     assert r.returncode != 0

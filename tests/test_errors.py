@@ -1,6 +1,7 @@
 """Bad launches, compile limits and refused targets: each a clear error, never a wrong answer,
 a hang or a leftover process."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -149,6 +150,33 @@ def test_tiles_over_the_stack_limit_say_which_line_and_what_to_change(tmp_path, 
     command = first.split("to reproduce: ", 1)[1].split()
     assert Path(command[1]).is_file() and Path(command[1]).parent.parent == tmp_path
     assert torch.all(y == 7.0)
+
+
+def test_a_long_compile_says_once_what_it_compiles_unless_quiet(tmp_path, monkeypatch, capsys):
+    """iree-compile may run for minutes: after PROGRESS_AFTER_S one line names the kernel and target."""
+    _fake_iree_compile(tmp_path, monkeypatch, "exec sleep 60")
+    monkeypatch.setenv(iree_compile.TIMEOUT_VAR, "4")
+    for quiet in ("0", "1"):
+        monkeypatch.setenv(iree_compile.QUIET_VAR, quiet)
+        with pytest.raises(CompileError, match="4 s limit"):
+            iree_compile.compile_module("module {}", iree_compile.make_target(), name="hangs", use_cache=False)
+        err = capsys.readouterr().err
+        assert err == ("" if quiet == "1" else "triton-iree: compiling hangs for llvm-cpu ...\n")
+
+
+def test_an_announced_compile_also_says_when_it_is_done(tmp_path, monkeypatch, capsys):
+    from iree.compiler.tools.binaries import find_tool
+    real = find_tool("iree-compile")
+    _fake_iree_compile(tmp_path, monkeypatch, f'sleep 3\nexec "{real}" "$@"')
+    monkeypatch.setenv(iree_compile.SLOW_COMPILE_VAR, "1000")   # the "took" line only because it was announced
+    monkeypatch.delenv(iree_compile.QUIET_VAR, raising=False)
+    module = ("func.func @neg(%x: tensor<7xf32>) -> tensor<7xf32> {\n"
+              "  %y = arith.negf %x : tensor<7xf32>\n  return %y : tensor<7xf32>\n}\n")
+    vmfb = iree_compile.compile_module(module, iree_compile.make_target(), name="slow3", use_cache=False)
+    assert vmfb
+    start, done = capsys.readouterr().err.splitlines()
+    assert start == "triton-iree: compiling slow3 for llvm-cpu ..."
+    assert re.fullmatch(r"triton-iree: compiling slow3 for llvm-cpu took \d+\.\d s", done), done
 
 
 def _gone(pid: int) -> bool:

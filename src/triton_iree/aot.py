@@ -140,15 +140,36 @@ def _jit_function(obj, where: str):
     return obj
 
 
-def load_kernel(spec: str):
-    """The @triton.jit function that 'FILE.py:KERNEL' names. The file's directory is put on
-    sys.path, as when the file runs as a script."""
+def split_kernel_spec(spec: str) -> tuple[str, str]:
+    """'FILE.py:KERNEL' -> (FILE.py, KERNEL), the file checked to exist. Without a kernel name,
+    the error lists the file's @triton.jit functions, found without running the file."""
     path, _, name = spec.rpartition(":")
-    if not path.endswith(".py") or not name:
+    if spec.endswith(".py") and not path:
+        path, name = spec, ""
+    if not path.endswith(".py"):
         raise InputError(f"{spec!r}: expected FILE.py:KERNEL")
     file = Path(path)
     if not file.is_file():
         raise InputError(f"cannot read {path}: no such file")
+    if not name:
+        import ast
+        try:
+            tree = ast.parse(file.read_bytes(), filename=path)
+            jitted = [f.name for f in tree.body if isinstance(f, ast.FunctionDef)
+                      and any("jit" in ast.unparse(d) for d in f.decorator_list)]
+        except (SyntaxError, ValueError):
+            jitted = []
+        found = f" (its @triton.jit functions: {', '.join(jitted)})" if jitted else ""
+        raise InputError(f"{spec!r} names no kernel: give FILE.py:KERNEL{found}")
+    return path, name
+
+
+def load_kernel(spec: str):
+    """The @triton.jit function that 'FILE.py:KERNEL' names. The file's directory is put on
+    sys.path, and the file runs as a module named other than __main__: code under
+    `if __name__ == "__main__":` does not run, the rest of its top-level code does."""
+    path, name = split_kernel_spec(spec)
+    file = Path(path)
     folder = str(file.resolve().parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)

@@ -298,25 +298,16 @@ def markdown_table(results: list[Result]) -> str:
 def machine() -> dict:
     from importlib.metadata import version
     import torch
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
+    from .compile import host_cpu_info
+    model, flags = host_cpu_info()
+    cpu = model or platform.processor()
 
     def v(d):
         try:
             return version(d)
         except Exception:
             return None
-    flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((ln for ln in f if ln.startswith("flags")), "")
-    except OSError:
-        pass
-    isa = "avx512" if " avx512f" in flags else "avx2" if " avx2" in flags else platform.machine()
+    isa = "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else platform.machine()
     return {"cpu": cpu, "isa": isa, "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "triton-iree": v("triton-iree"), "triton": v("triton"), "iree": v("iree-base-compiler"),
             "torch": torch.__version__, "python": platform.python_version(),

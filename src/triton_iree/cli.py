@@ -41,10 +41,16 @@ def _parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compile", help="compile a triton-shared MLIR file, or a @triton.jit kernel "
                                           "(FILE.py:KERNEL), to a .vmfb")
-    comp.add_argument("input", help="triton-shared MLIR file ('-' for stdin), or FILE.py:KERNEL")
+    comp.add_argument("input", help="triton-shared MLIR file ('-' for stdin), or FILE.py:KERNEL (FILE.py is "
+                                    "imported: its top-level code runs, except under "
+                                    "`if __name__ == \"__main__\":`)")
     comp.add_argument("-o", "--output", required=True, help="output .vmfb (with --emit-mlir: MLIR, '-' for stdout)")
-    comp.add_argument("--target", default="llvm-cpu", choices=["llvm-cpu", "cuda", "hip", "vulkan"])
-    comp.add_argument("--arch", default=None, help="GPU architecture (e.g. sm_80, gfx942, ampere)")
+    comp.add_argument("--target", default="llvm-cpu", choices=["llvm-cpu", "cuda", "hip", "vulkan"],
+                      help="what to compile for: llvm-cpu (this CPU, or TRITON_IREE_CPU; the default), cuda; "
+                           "hip and vulkan are refused unless TRITON_IREE_UNVALIDATED_TARGETS=1")
+    comp.add_argument("--arch", default=None,
+                      help="GPU architecture: for cuda sm_NN (default sm_80; e.g. sm_90), for hip gfxNNN "
+                           "(default gfx942), for vulkan ampere (the default), rdna3, ...; not for llvm-cpu")
     comp.add_argument("--signature", help="FILE.py:KERNEL only: each non-constexpr parameter's type, "
                                           "e.g. 'x_ptr=*fp32,y_ptr=*fp32,n=i32'")
     comp.add_argument("--constexpr", action="append", default=[], metavar="NAME=VALUE",
@@ -144,6 +150,7 @@ def _cmd_compile(args) -> None:
         _stdout_taken(args, "--print-command")
     if triton_input:
         from . import aot
+        aot.split_kernel_spec(args.input)   # FILE.py without :KERNEL names the missing kernel
         if args.signature is None:
             raise SystemExit("triton-iree: error: compiling FILE.py:KERNEL needs --signature, "
                              "e.g. --signature 'x_ptr=*fp32,n=i32'")

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,17 +140,27 @@ def shell_command(cl: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cl)
 
 
+def host_cpu_info() -> tuple[str, tuple[str, ...]]:
+    """This CPU's model name and feature flags (x86 'flags', Arm 'Features') from /proc/cpuinfo,
+    the one reader of it; ("", ()) where there is none."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "", ()
+
+    def field(*names: str) -> str:
+        return next((ln for ln in lines if ln.startswith(names)), "").partition(":")[2].strip()
+    return field("model name"), tuple(field("flags", "Features").split())
+
+
 def host_cpu_id() -> str:
     """Identifies this CPU for cache keys: modules built with --iree-llvmcpu-target-cpu=host
     only run on CPUs with the same features."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-        flags = next((ln for ln in info.splitlines() if ln.startswith(("flags", "Features"))), "")
-        model = next((ln for ln in info.splitlines() if ln.startswith("model name")), "")
-        return hashlib.sha256((model + flags).encode()).hexdigest()[:16]
-    except OSError:
+    model, features = host_cpu_info()
+    if not model and not features:
         import platform
         return platform.machine()
+    return hashlib.sha256(f"{model}\0{' '.join(features)}".encode()).hexdigest()[:16]
 
 
 def cpu_key(target: Target) -> str:
@@ -178,6 +189,7 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
     directory under TRITON_IREE_DUMP_DIR (default `<name>/<short cache key>`); `started` the
     `time.perf_counter()` at which compiling it began (for `report_compile_time`).
     """
+    from triton import knobs
     from triton.runtime.cache import get_cache_manager
     started = time.perf_counter() if started is None else started
     # Extra iree-compile flags for experiments and tuning; part of the cache key like any flag.
@@ -186,16 +198,22 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
     dump_module(dump_dir or f"{name}/{key[:SPEC_DIGITS]}", name, module_text, target, extra)
     cache = get_cache_manager(key) if use_cache else None
     fname = f"{name}.vmfb"
-    if cache is not None:
+    # TRITON_ALWAYS_COMPILE: Triton's "compile regardless of the cache"; the result is still cached.
+    if cache is not None and not knobs.compilation.always_compile:
         path = cache.get_file(fname)
         if path is not None:
             log.debug("iree cache hit for %s: %s", name, path)
             return Path(path).read_bytes()
     log.info("iree-compile %s for %s", name, target.name)
-    vmfb = _run_iree_compile(module_text, target, name, extra)
+    progress = _announce_after(PROGRESS_AFTER_S - (time.perf_counter() - started), name, target)
+    try:
+        vmfb = _run_iree_compile(module_text, target, name, extra)
+    finally:
+        if progress is not None:
+            progress.cancel()
     if cache is not None:
         cache.put(vmfb, fname, binary=True)
-    report_compile_time(name, target, time.perf_counter() - started)
+    report_compile_time(name, target, time.perf_counter() - started, announced=bool(progress and progress.said))
     return vmfb
 
 
@@ -205,7 +223,8 @@ SLOW_COMPILE_VAR, QUIET_VAR = "TRITON_IREE_SLOW_COMPILE_SECONDS", "TRITON_IREE_Q
 DEFAULT_SLOW_COMPILE_S = 3.0
 
 
-def report_compile_time(name: str, target: Target, seconds: float) -> None:
+def report_compile_time(name: str, target: Target, seconds: float, announced: bool = False) -> None:
+    """`announced`: the compile's start was printed (`_announce_after`), so its end is too."""
     log.info("compiled %s for %s in %.2f s", name, target.name, seconds)
     if os.environ.get(QUIET_VAR, "") not in ("", "0"):
         return
@@ -213,8 +232,28 @@ def report_compile_time(name: str, target: Target, seconds: float) -> None:
         slow = float(os.environ.get(SLOW_COMPILE_VAR) or DEFAULT_SLOW_COMPILE_S)
     except ValueError:
         slow = DEFAULT_SLOW_COMPILE_S
-    if seconds >= slow:
+    if seconds >= slow or announced:
         print(f"triton-iree: compiling {name} for {target.name} took {seconds:.1f} s", file=sys.stderr)
+
+
+# A compile still running this many seconds after it began says once on stderr what it compiles
+# (iree-compile may run for minutes before its time limit); TRITON_IREE_QUIET=1 turns it off.
+PROGRESS_AFTER_S = 2.0
+
+
+def _announce_after(delay: float, name: str, target: Target) -> threading.Timer | None:
+    """A started timer that prints the line after `delay` s unless cancelled; None when quiet."""
+    if os.environ.get(QUIET_VAR, "") not in ("", "0"):
+        return None
+    where = f"{target.name} ({target.arch})" if target.arch else target.name
+
+    def say() -> None:
+        timer.said = True
+        print(f"triton-iree: compiling {name} for {where} ...", file=sys.stderr, flush=True)
+    timer = threading.Timer(max(0.0, delay), say)
+    timer.said, timer.daemon = False, True
+    timer.start()
+    return timer
 
 
 COMPILE_STATS = {"compiles": 0, "seconds": 0.0}

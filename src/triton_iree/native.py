@@ -86,6 +86,9 @@ def from_compiled(compiled, signature: dict) -> NativeKernel:
                         md.shared, scratch)
 
 
+# PTX is rewritten as text: none of the dependencies parses PTX (LLVM's NVPTX backend only emits
+# it; Triton and IREE do not read it back). The rewrite is narrow and checked: the entry's parameter
+# list, and `ld.param` of those parameters; a parameter used any other way is refused (`sub_loads`).
 _ENTRY = re.compile(r"(\.visible\s+\.entry\s+)(\w+)(\s*\()(.*?)(\)\s*)", re.S)
 
 

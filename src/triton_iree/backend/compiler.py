@@ -14,9 +14,6 @@ from typing import Any, Dict, Tuple
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
 from .. import compile as iree_compile
-from .. import checks, frontend, prints, reader
-from ..analysis import analyze
-from ..lowering import cpu_options, emit_module, gpu_options, lower
 from ..errors import CompileError, ResourceLimitError, UnsupportedError
 
 log = logging.getLogger(__name__)
@@ -129,6 +126,11 @@ class IreeBackend(BaseBackend):
     def add_stages(self, stages: dict, options: IreeOptions, language=Language.TRITON) -> None:
         if language != Language.TRITON:
             raise NotImplementedError("triton-iree runs Triton kernels; Gluon is not supported")
+        from triton import knobs
+        if knobs.compilation.store_binary_only:   # Triton then caches cubin and hsaco files only
+            raise UnsupportedError("TRITON_STORE_BINARY_ONLY=1 is not supported: Triton then keeps only CUDA "
+                                   "and ROCm binaries (cubin, hsaco), not triton-iree's .vmfb, and could not "
+                                   "load the compiled kernel; unset it")
         stages["ttir"] = lambda src, metadata: self._make_ttir(src, metadata, options)
         stages["iree"] = _without_internal_frames(lambda src, metadata: self._lower(src, metadata, options))
         stages["vmfb"] = lambda src, metadata: self._compile(src, metadata)
@@ -136,9 +138,13 @@ class IreeBackend(BaseBackend):
     def _make_ttir(self, mod, metadata: dict, options: IreeOptions):
         self._started = time.perf_counter()   # a backend object compiles one kernel
         self._options = options
+        from .. import frontend   # the stages import iree.compiler: a machine that only runs needs none
         return frontend.make_ttir(mod, metadata, options)
 
     def _lower(self, mod, metadata: dict, options: IreeOptions) -> str:
+        from .. import checks, frontend, prints, reader
+        from ..analysis import analyze
+        from ..lowering import cpu_options, emit_module, gpu_options, lower
         text = frontend.generic_text(mod)
         name = mod.get_entry_func_name()
         log.info("lowering %s for %s (TTIR -> IREE input module)", name, self.iree_target.name)
@@ -173,6 +179,9 @@ class IreeBackend(BaseBackend):
 
     def _compile(self, module_text: str, metadata: dict) -> bytes:
         name = metadata["name"]
+        if module_text is None:   # what Triton's override (TRITON_KERNEL_OVERRIDE, ir_override) reads from a .iree file
+            raise UnsupportedError(f"overriding {name}.iree is not supported: Triton reads back only its own IR "
+                                   f"kinds (.ttir, .ttgir, .llir, ...); override {name}.ttir instead", kernel=name)
         try:
             return iree_compile.compile_module(module_text, self.iree_target, name=name,
                                                dump_dir=_spec_dir(name, metadata),
@@ -265,6 +274,8 @@ def _dump_cached(metadata, target: iree_compile.Target) -> None:
         return
     from triton._C.libtriton import ir
     from triton.runtime.cache import get_cache_manager
+
+    from .. import frontend
     cache = get_cache_manager(metadata.hash)
     ttir, module = cache.get_file(f"{name}.ttir"), cache.get_file(f"{name}.iree")
     if ttir is not None:
@@ -286,6 +297,7 @@ def kernel_ttir(fn, signature: dict, constexprs: dict | None = None) -> str:
     from triton._C.libtriton import ir
     from triton.compiler.compiler import ASTSource
 
+    from .. import frontend
     backend = IreeBackend(GPUTarget("cpu", "llvm-cpu", 1))
     options = backend.parse_options({})
     src = ASTSource(fn, signature, constexprs=constexprs or {})
