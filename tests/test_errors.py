@@ -114,6 +114,43 @@ def test_compile_time_limit(tmp_path, monkeypatch):
         iree_compile.compile_module("module {}", iree_compile.make_target(), name="slow", use_cache=False)
 
 
+def test_a_failed_compile_names_only_files_that_exist(tmp_path, monkeypatch):
+    _fake_iree_compile(tmp_path, monkeypatch, "echo \"$1:1:1: error: no\" >&2; exit 1")
+    with pytest.raises(CompileError) as e:
+        iree_compile.compile_module("module {}", iree_compile.make_target(), name="bad", use_cache=False)
+    command = str(e.value).splitlines()[1].split()
+    assert command[0] == "$" and command[1].endswith("iree-compile")
+    kept = Path(command[2])
+    assert kept.read_text() == "module {}" and kept.parent.parent == tmp_path
+    assert f"{kept}:1:1: error: no" in str(e.value)
+
+
+@triton.jit
+def _big_tile_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    m = (r[:, None] < n) & (r[None, :] < n)
+    x = tl.load(x_ptr + r[:, None] * n + r[None, :], mask=m)
+    tl.store(y_ptr + r[:, None] * n + r[None, :], tl.exp(x) * 2 + 1, mask=m)
+
+
+def test_tiles_over_the_stack_limit_say_which_line_and_what_to_change(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))   # where the failed compile keeps its input
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    x = torch.rand(1000, 1000)
+    y = torch.full_like(x, 7.0)
+    with pytest.raises(CompileError) as e:
+        _big_tile_kernel[(1,)](x, y, 1000, BLOCK=1024)
+    err = e.value
+    first = str(err).splitlines()[0]
+    line = _big_tile_kernel.fn.__code__.co_firstlineno
+    assert "the largest tile, 1024x1024" in first and "use smaller block sizes" in first
+    assert isinstance(err, triton_iree.errors.ResourceLimitError) and err.needed > err.limit == 1048576
+    assert err.loc.startswith(f"{__file__}:") and line < int(err.loc.split(":")[-2]) <= line + 5
+    command = first.split("to reproduce: ", 1)[1].split()
+    assert Path(command[1]).is_file() and Path(command[1]).parent.parent == tmp_path
+    assert torch.all(y == 7.0)
+
+
 def _gone(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"

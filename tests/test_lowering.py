@@ -1,10 +1,13 @@
 import re
 
 import pytest
+import torch
+import triton
+import triton.language as tl
 
 from triton_iree import lowering
 
-from helpers import add_program, edge_sizes, facts_and_module
+from helpers import add_program, edge_sizes, facts_and_module, tile_program
 
 
 def test_module_abi_and_dispatch_form():
@@ -230,3 +233,58 @@ def test_every_slice_of_vector_add_is_inside_its_buffer(lead):
         bounds = _SliceBounds()
         assert bounds.run(text, [n + lead] * 3 + [n, -(-n // 256), 1, 1] + [lead] * 3) == [], n
         assert bounds.checked >= 3 * -(-n // 256)
+
+
+@triton.jit
+def _row_cross_entropy(x_ptr, stride, y_ptr, loss_ptr, n_cols, BLOCK: tl.constexpr):
+    # A forward over a row in BLOCK chunks (running max and sum of exponentials), then the
+    # gradient written in place over the logits.
+    row = tl.program_id(0).to(tl.int64)
+    x_ptr += row * stride
+    y = tl.load(y_ptr + row)
+    m = float("-inf")
+    d = 0.0
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n_cols, other=float("-inf"))
+        new_m = tl.maximum(m, tl.max(x, 0))
+        d = d * tl.exp(m - new_m) + tl.sum(tl.exp(x - new_m), 0)
+        m = new_m
+    x_y = tl.load(x_ptr + y)
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        g = tl.exp(tl.load(x_ptr + offs, mask=offs < n_cols) - m) / d
+        tl.store(x_ptr + offs, tl.where(offs == y, g - 1.0, g), mask=offs < n_cols)
+    tl.store(loss_ptr + row, tl.log(d) + m - x_y)
+
+
+CE_SIG = dict(x_ptr="*fp32", stride="i32", y_ptr="*i64", loss_ptr="*fp32", n_cols="i32", BLOCK="constexpr")
+
+
+def test_elementwise_tiles_read_by_one_op_are_computed_inside_it():
+    # g is read twice by one expression: as a tile of its own, IREE fuses it into the `where`
+    # and the fused op loses its lowering_config, so it was vectorized whole (32768 lanes).
+    text = lowering.lower(tile_program(_row_cross_entropy, CE_SIG, dict(BLOCK=32768)), lowering.cpu_options())
+    assert "compilation_info" in text
+    generics = re.findall(r"(%g\d+) = linalg.generic", text)
+    assert generics
+    for g in generics:
+        assert not re.search(rf"linalg.generic [^\n]*ins\({g}\b", text), g
+
+
+@pytest.mark.parametrize("n_cols", [1, 255, 256, 257, 1000])
+def test_row_cross_entropy_against_torch(n_cols):
+    torch.manual_seed(n_cols)
+    x = torch.randn(5, n_cols + 3)[:, :n_cols] * 4
+    y = torch.randint(0, n_cols, (5,))
+    ref = x.clone().requires_grad_()
+    loss_ref = torch.nn.functional.cross_entropy(ref, y, reduction="none")
+    loss_ref.sum().backward()
+    tail = torch.randn(5, 3)
+    full = torch.cat([x, tail], 1)
+    x = full[:, :n_cols]
+    loss = torch.empty(5)
+    _row_cross_entropy[(5,)](x, full.stride(0), y, loss, n_cols, BLOCK=256)
+    torch.testing.assert_close(loss, loss_ref.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x, ref.grad, rtol=1e-5, atol=1e-6)
+    assert torch.equal(full[:, n_cols:], tail)

@@ -10,6 +10,7 @@ import hashlib
 import logging
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .errors import CompileError, UnsupportedError
+from .errors import CompileError, ResourceLimitError, UnsupportedError
 
 log = logging.getLogger(__name__)
 
@@ -330,18 +331,29 @@ def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[
         (workdir / _KEPT).touch()
         raise CompileError(f"iree-compile was killed by signal {_describe_signal(-proc.returncode)}; "
                            f"{kept}\n{_trim(stderr)}", kernel=name)
+    if proc.returncode != 0:
+        # The input stays in `workdir`, so that the command shown reproduces the failure.
+        stack = _STACK_LIMIT.search(stderr)
+        if stack is not None:
+            limit, need = int(stack.group(1)), int(stack.group(2))
+            raise ResourceLimitError(
+                f"the kernel's tiles need {need} bytes of stack in one program, more than the {limit} bytes "
+                f"IREE's llvm-cpu code allows: use smaller block sizes (the tl.constexpr arguments that set "
+                f"the tiles' shapes); {kept}\n{_trim(stderr)}", needed=need, limit=limit, kernel=name)
+        hint = "" if target.is_cpu else (
+            " (IREE's GPU code generation does not handle every Triton kernel yet; on CUDA, native mode, "
+            "`triton-iree compile --native`, runs Triton's own kernel)")
+        raise CompileError(f"iree-compile failed{hint}:\n  $ {shell_command(cl)}\n{_trim(stderr)}", kernel=name)
     try:
-        if proc.returncode != 0:
-            shown = shell_command(command_line(target, f"{name}.mlir", f"{name}.vmfb", extra))
-            hint = "" if target.is_cpu else (
-                " (IREE's GPU code generation does not handle every Triton kernel yet; on CUDA, native mode, "
-                "`triton-iree compile --native`, runs Triton's own kernel)")
-            raise CompileError(f"iree-compile failed{hint}:\n  $ {shown}\n{_trim(stderr)}", kernel=name)
         if stderr:
             log.debug("iree-compile for %s: %s", name, stderr)
         return out.read_bytes()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+# iree-compile's llvm-cpu diagnostic for a dispatch whose stack allocations exceed the limit.
+_STACK_LIMIT = re.compile(r"exceeded stack allocation limit of (\d+) bytes for function\. Got (\d+) bytes")
 
 
 def _trim(text: str, limit: int = 4000) -> str:

@@ -84,6 +84,16 @@ class CompileError(TritonIreeError):
     """iree-compile rejected the module triton-iree produced; carries the command and diagnostics."""
 
 
+class ResourceLimitError(CompileError):
+    """The kernel's tiles need more of a target's resource than it has (the stack of one program
+    on the CPU): `needed` and `limit` in bytes. Smaller block sizes make smaller tiles."""
+
+    def __init__(self, message: str, *, needed: int, limit: int, kernel: str | None = None,
+                 loc: str | None = None):
+        self.needed, self.limit = needed, limit
+        super().__init__(message, kernel=kernel, loc=loc)
+
+
 class LaunchError(TritonIreeError):
     """A launch failed: bad arguments, or the IREE runtime reported an error."""
 

@@ -374,8 +374,14 @@ class TTIRReader(FloatCasts, BitonicSort, DotScaled):
         self._shape_op(op, loc, lambda v, ty: t.ExpandDims(v, axis, ty, loc))
 
     def _op_tt_reshape(self, op, loc: str) -> None:
-        axes = _inserted_unit_dims(tuple(ir.RankedTensorType(op.operands[0].type).shape),
-                                   tuple(ir.RankedTensorType(op.results[0].type).shape))
+        src_shape = tuple(ir.RankedTensorType(op.operands[0].type).shape)
+        if src_shape == tuple(ir.RankedTensorType(op.results[0].type).shape):
+            # tl.sum / tl.max without an axis reshape a 1-D tile to its own shape: the tile
+            # itself. (As an op it made the emitter compute the reduced values as a tile of
+            # their own, which IREE fuses into the reduction, dropping its configuration.)
+            self._bind(op, self._get(op.operands[0]))
+            return
+        axes = _inserted_unit_dims(src_shape, tuple(ir.RankedTensorType(op.results[0].type).shape))
         if axes:
             # Triton >= 3.9 rewrites descriptor accesses with reshapes that only add unit dims:
             # expand_dims, which the pointer and mask analyses follow.

@@ -15,7 +15,7 @@ from .. import compile as iree_compile
 from .. import checks, frontend, prints, reader
 from ..analysis import analyze
 from ..lowering import cpu_options, emit_module, gpu_options, lower
-from ..errors import CompileError, UnsupportedError
+from ..errors import CompileError, ResourceLimitError, UnsupportedError
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,7 @@ class IreeBackend(BaseBackend):
         log.info("lowering %s for %s (TTIR -> IREE input module)", name, self.iree_target.name)
         iree_compile.dump(_spec_dir(name, metadata), f"{name}.ttir", text)
         kernel = reader.read_ttir(text)
+        self._kernel = kernel
         metadata["name"] = kernel.name
         metadata["shared"] = 0
         buffers, stored = kernel.buffers, kernel.stored_buffers()   # the kernel's own pointer arguments
@@ -158,9 +159,29 @@ class IreeBackend(BaseBackend):
 
     def _compile(self, module_text: str, metadata: dict) -> bytes:
         name = metadata["name"]
-        return iree_compile.compile_module(module_text, self.iree_target, name=name,
-                                           dump_dir=_spec_dir(name, metadata),
-                                           started=getattr(self, "_started", None))
+        try:
+            return iree_compile.compile_module(module_text, self.iree_target, name=name,
+                                               dump_dir=_spec_dir(name, metadata),
+                                               started=getattr(self, "_started", None))
+        except ResourceLimitError as e:
+            kernel = getattr(self, "_kernel", None)
+            if kernel is None or e.loc:
+                raise
+            tile = max(_tiles(kernel), key=lambda x: x[0], default=None)
+            loc = (tile[3].loc if tile is not None else "") or kernel.loc or None
+            what = "" if tile is None else \
+                f"the largest tile, {'x'.join(map(str, tile[1]))} {tile[2]} ({tile[0]} bytes), is made at {loc}; "
+            raise ResourceLimitError(what + e.message, needed=e.needed, limit=e.limit, kernel=e.kernel,
+                                     loc=loc) from None
+
+
+def _tiles(kernel):
+    """(bytes, shape, dtype, op) of each tile the kernel's ops make, in program order."""
+    from ..lowering.values import _bytes
+    for op in kernel.walk():
+        for r in op.results:
+            if r.is_tile:
+                yield r.type.numel * _bytes(r.type.dtype), r.type.shape, r.type.dtype, op
 
 
 def _spec_dir(name: str, metadata) -> str:

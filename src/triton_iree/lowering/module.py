@@ -384,8 +384,27 @@ class ModuleEmitter(EmitterBase):
         if isinstance(op, _CHEAP_OPS):
             return False
         if isinstance(op, t.Elementwise):
-            return self._use_counts.get(v.id, 0) > 1 and t.is_float(v.dtype)
+            # (GPU modules keep a tile per such value: their lowering was validated on the device.)
+            return self._use_counts.get(v.id, 0) > 1 and t.is_float(v.dtype) and \
+                (self.options.gpu_tiling is not None or len(self._consumers(v)) > 1)
         return True
+
+    def _consumers(self, v: t.Value) -> frozenset[int]:
+        """ids of the ops whose linalg op reads tile `v`, through elementwise ops inlined into it.
+        A value read by one such op (`where(c, g - 1, g)`) is computed once in that op's body: as
+        a tile of its own, IREE fuses it into its consumer, and the fused op has neither's
+        lowering_config and is vectorized whole (minutes of compile time for 32768-wide tiles)."""
+        memo = self._consumer_memo
+        if v.id not in memo:
+            out: set[int] = set()
+            for u in self._uses.get(v.id, []):
+                r = u.results[0] if isinstance(u, t.Elementwise) and u.results else None
+                if r is not None and r.is_tile and not self._is_leaf(r):
+                    out |= self._consumers(r)
+                else:
+                    out.add(id(u))
+            memo[v.id] = frozenset(out)
+        return memo[v.id]
 
     def _block(self, block: t.Block) -> None:
         for op in block.ops:

@@ -113,6 +113,7 @@ class EmitterBase():
         self.full_buffer: dict[int, str] = {}
         self._use_counts = self._count_uses()
         self._uses = t.uses(kernel)
+        self._consumer_memo: dict[int, frozenset[int]] = {}   # see `_consumers`
         self.assume_full: set[int] = set()      # accesses emitted unmasked here
         self.part: Optional[str] = None         # which dispatch of the kernel (see `ModuleEmitter._parts`)
         self.part_index = 0
