@@ -430,3 +430,50 @@ def test_store_under_a_condition_on_the_same_buffer(first, from_y, tile):
         else:
             want[0] = 7
     assert torch.equal(x, want)
+
+
+@triton.jit
+def stats_then_in_place_kernel(p_ptr, out_ptr, n, BLOCK: tl.constexpr, KEEP_LAST: tl.constexpr):
+    # A first loop reads p into scalars (and, with KEEP_LAST, carries its last loaded tile
+    # out); a second loop overwrites p; then the scalars and that tile are read.
+    r = tl.arange(0, BLOCK)
+    s = 0.0
+    mx = float("-inf")
+    last = tl.zeros([BLOCK], tl.float32)
+    for i in range(0, n, BLOCK):
+        x = tl.load(p_ptr + i + r, mask=i + r < n, other=0.0)
+        s += tl.sum(x)
+        mx = tl.maximum(mx, tl.max(tl.where(i + r < n, x, float("-inf"))))
+        if KEEP_LAST:
+            last = x
+    for i in range(0, n, BLOCK):
+        x = tl.load(p_ptr + i + r, mask=i + r < n)
+        tl.store(p_ptr + i + r, x - s / n, mask=i + r < n)
+    tl.store(out_ptr + r, last + mx)
+
+
+STATS_SIG = dict(p_ptr="*fp32", out_ptr="*fp32", n="i32", BLOCK="constexpr", KEEP_LAST="constexpr")
+
+
+def test_scalars_a_loop_computes_from_loads_need_no_copy():
+    # The sum and max are final when the first loop ends, before the second loop's stores;
+    # the second loop's load is overwritten by its own loop's stores; a tile carried out of
+    # the first loop is still read after the stores.
+    assert _snapshots(stats_then_in_place_kernel, STATS_SIG, dict(BLOCK=64, KEEP_LAST=False)) == [False, True]
+    assert _snapshots(stats_then_in_place_kernel, STATS_SIG, dict(BLOCK=64, KEEP_LAST=True)) == [True, True]
+
+
+@pytest.mark.parametrize("keep_last", [False, True])
+@pytest.mark.parametrize("n", SIZES)
+def test_scalars_and_tiles_from_a_loop_read_after_stores(n, keep_last):
+    p0 = torch.randn(n)
+    pb, p = guarded(p0.clone())
+    out = torch.empty(BLOCK)
+    stats_then_in_place_kernel[(1,)](p, out, n, BLOCK=BLOCK, KEEP_LAST=keep_last)
+    torch.testing.assert_close(p, p0 - p0.sum() / n, rtol=1e-5, atol=1e-5)
+    last = torch.zeros(BLOCK)
+    if keep_last:
+        start = (n - 1) // BLOCK * BLOCK
+        last[:n - start] = p0[start:]
+    torch.testing.assert_close(out, last + p0.max(), rtol=0, atol=0)
+    assert torch.all(pb[n:] == -7)

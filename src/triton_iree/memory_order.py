@@ -68,9 +68,10 @@ class _Order:
         return self.end[id(outer[0] if outer else user)]
 
 
-def _derived(load: t.Load, uses: dict[int, list[t.Op]]):
+def _derived(load: t.Load, uses: dict[int, list[t.Op]], order: _Order):
     """The ops that read `load`'s value, directly or through values computed from it, and the
-    loops that carry such a value across iterations."""
+    loops that carry such a value across iterations. A scalar that a loop around the load
+    yields is final when the loop ends, before anything after it: its readers are not followed."""
     seen: set[int] = set()
     users: dict[int, t.Op] = {}
     carriers: dict[int, t.Op] = {}
@@ -82,7 +83,8 @@ def _derived(load: t.Load, uses: dict[int, list[t.Op]]):
         seen.add(v.id)
         for op in uses.get(v.id, []):
             users[id(op)] = op
-            work.extend(op.results)
+            around = isinstance(op, t.For) and order.inside(load, op)
+            work.extend(r for r in op.results if r.is_tile or not around)
             if isinstance(op, t.For):
                 # As an init or a yielded value: every iteration may read it.
                 carriers[id(op)] = op
@@ -109,7 +111,7 @@ def snapshot_loads(kernel: t.Kernel, facts: Facts, may_alias: bool = False) -> s
     for load in kernel.walk():
         if not isinstance(load, t.Load) or load.result.id not in facts.live:
             continue
-        users, carriers = _derived(load, uses)
+        users, carriers = _derived(load, uses, order)
         at = order.pos[id(load)]
         last = max((order.last_read(u, load) for u in users), default=at)
         loops = order.loops[id(load)] + tuple(carriers)
