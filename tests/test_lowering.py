@@ -238,10 +238,16 @@ def test_every_slice_of_vector_add_is_inside_its_buffer(lead):
 @triton.jit
 def _row_cross_entropy(x_ptr, stride, y_ptr, loss_ptr, n_cols, BLOCK: tl.constexpr):
     # A forward over a row in BLOCK chunks (running max and sum of exponentials), then the
-    # gradient written in place over the logits.
+    # gradient written in place over the logits; rows whose target is -100 are ignored.
     row = tl.program_id(0).to(tl.int64)
     x_ptr += row * stride
     y = tl.load(y_ptr + row)
+    if y == -100:
+        for i in range(0, n_cols, BLOCK):
+            offs = i + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 0.0, mask=offs < n_cols)
+        tl.store(loss_ptr + row, 0.0)
+        return
     m = float("-inf")
     d = 0.0
     for i in range(0, n_cols, BLOCK):
@@ -272,16 +278,18 @@ def test_elementwise_tiles_read_by_one_op_are_computed_inside_it():
         assert not re.search(rf"linalg.generic [^\n]*ins\({g}\b", text), g
 
 
-# BLOCK 32768: the tiles of both loops' full and masked versions fit the CPU's 1 MiB stack
-# only without copies of the first loop's loads (only its scalars are read after the stores).
+# BLOCK 32768: the tiles of the loops' full and masked versions fit the CPU's 1 MiB stack only
+# without copies of the loads: the first loop's only reach scalars, the second's are
+# overwritten in place, and the stores of the ignored rows' branch never precede them.
 @pytest.mark.parametrize("n_cols, block", [(n, 256) for n in (1, 255, 256, 257, 1000)] +
                          [(32000, 32768), (40000, 32768)])
 def test_row_cross_entropy_against_torch(n_cols, block):
     torch.manual_seed(n_cols)
     x = torch.randn(5, n_cols + 3)[:, :n_cols] * 4
     y = torch.randint(0, n_cols, (5,))
+    y[3] = -100
     ref = x.clone().requires_grad_()
-    loss_ref = torch.nn.functional.cross_entropy(ref, y, reduction="none")
+    loss_ref = torch.nn.functional.cross_entropy(ref, y, reduction="none", ignore_index=-100)
     loss_ref.sum().backward()
     tail = torch.randn(5, 3)
     full = torch.cat([x, tail], 1)
