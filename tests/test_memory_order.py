@@ -544,3 +544,14 @@ def test_in_place_windows_that_overlap_between_iterations(n):
         want[i:i + BLOCK] = want[i:i + BLOCK] * 0.5 + i
     torch.testing.assert_close(p, want, rtol=0, atol=0)
     assert torch.all(pb[n:] == -7)
+
+
+def test_masked_in_place_stores_in_loops_copy_nothing():
+    # Without snapshots, a masked store in a loop stores its computed tile as it is: a copy of
+    # 128 KiB per stored tile is what a 32768-wide row cannot afford on the CPU's stack.
+    from helpers import facts_and_module, tile_program
+    _, module = facts_and_module(tile_program(stats_then_in_place_kernel, STATS_SIG, dict(BLOCK=64, KEEP_LAST=False)))
+    assert "bufferization.alloc_tensor() copy(" not in module
+    _, module = facts_and_module(tile_program(loop_kernel, dict(p_ptr="*fp32", q_ptr="*fp32", n="i32",
+                                                                BLOCK="constexpr"), dict(BLOCK=64)))
+    assert "bufferization.alloc_tensor() copy(%g" in module   # from a snapshot: still copied
