@@ -238,10 +238,16 @@ def test_every_slice_of_vector_add_is_inside_its_buffer(lead):
 @triton.jit
 def _row_cross_entropy(x_ptr, stride, y_ptr, loss_ptr, n_cols, BLOCK: tl.constexpr):
     # A forward over a row in BLOCK chunks (running max and sum of exponentials), then the
-    # gradient written in place over the logits.
+    # gradient written in place over the logits; rows whose target is -100 are ignored.
     row = tl.program_id(0).to(tl.int64)
     x_ptr += row * stride
     y = tl.load(y_ptr + row)
+    if y == -100:
+        for i in range(0, n_cols, BLOCK):
+            offs = i + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 0.0, mask=offs < n_cols)
+        tl.store(loss_ptr + row, 0.0)
+        return
     m = float("-inf")
     d = 0.0
     for i in range(0, n_cols, BLOCK):
@@ -272,19 +278,179 @@ def test_elementwise_tiles_read_by_one_op_are_computed_inside_it():
         assert not re.search(rf"linalg.generic [^\n]*ins\({g}\b", text), g
 
 
-@pytest.mark.parametrize("n_cols", [1, 255, 256, 257, 1000])
-def test_row_cross_entropy_against_torch(n_cols):
+# BLOCK 32768: the tiles of the loops' full and masked versions fit the CPU's 1 MiB stack only
+# without copies of the loads: the first loop's only reach scalars, the second's are
+# overwritten in place, and the stores of the ignored rows' branch never precede them.
+@pytest.mark.parametrize("n_cols, block", [(n, 256) for n in (1, 255, 256, 257, 1000)] +
+                         [(32000, 32768), (40000, 32768)])
+def test_row_cross_entropy_against_torch(n_cols, block):
     torch.manual_seed(n_cols)
     x = torch.randn(5, n_cols + 3)[:, :n_cols] * 4
     y = torch.randint(0, n_cols, (5,))
+    y[3] = -100
     ref = x.clone().requires_grad_()
-    loss_ref = torch.nn.functional.cross_entropy(ref, y, reduction="none")
+    loss_ref = torch.nn.functional.cross_entropy(ref, y, reduction="none", ignore_index=-100)
     loss_ref.sum().backward()
     tail = torch.randn(5, 3)
     full = torch.cat([x, tail], 1)
     x = full[:, :n_cols]
     loss = torch.empty(5)
-    _row_cross_entropy[(5,)](x, full.stride(0), y, loss, n_cols, BLOCK=256)
+    _row_cross_entropy[(5,)](x, full.stride(0), y, loss, n_cols, BLOCK=block)
     torch.testing.assert_close(loss, loss_ref.detach(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(x, ref.grad, rtol=1e-5, atol=1e-6)
+    assert torch.equal(full[:, n_cols:], tail)
+
+
+@triton.jit
+def _moe_down_proj_backward(dout_ptr, tok_ptr, flat_ptr, topw_ptr, w2_ptr, z_ptr, ends_ptr, tstart_ptr,
+                            texp_ptr, dz_ptr, wact_ptr, ds_ptr, H: tl.constexpr, I: tl.constexpr,
+                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # A mixture-of-experts down projection's backward, rows sorted by expert: dout @ w2^T per
+    # expert (rows gathered by token), the SwiGLU backward, the routing weights' gradient by
+    # atomics at the rows' flat (token, k) slots, where the weights are also gathered.
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    start = tl.load(tstart_ptr + pm)
+    e = tl.load(texp_ptr + pm).to(tl.int64)
+    end = tl.load(ends_ptr + e + 1)
+    rows = (start + tl.arange(0, BM)).to(tl.int64)
+    rmask = rows < end
+    cols = pn * BN + tl.arange(0, BN)
+    m2 = rmask[:, None] & (cols[None, :] < I)
+    tok = tl.load(tok_ptr + rows, mask=rmask, other=0).to(tl.int64)
+    flat = tl.load(flat_ptr + rows, mask=rmask, other=0)
+    wts = tl.load(topw_ptr + flat, mask=rmask, other=0.0)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, H, BK):
+        ks = k + tl.arange(0, BK)
+        a = tl.load(dout_ptr + tok[:, None] * H + ks[None, :], mask=rmask[:, None] & (ks[None, :] < H), other=0.0)
+        b = tl.load(w2_ptr + e * H * I + ks[:, None] * I + cols[None, :],
+                    mask=(ks[:, None] < H) & (cols[None, :] < I), other=0.0)
+        acc = tl.dot(a, b, acc=acc, input_precision="ieee")
+    gate = tl.load(z_ptr + rows[:, None] * (2 * I) + cols[None, :], mask=m2, other=0.0)
+    up = tl.load(z_ptr + rows[:, None] * (2 * I) + I + cols[None, :], mask=m2, other=0.0)
+    sig = tl.sigmoid(gate)
+    silu = gate * sig
+    y1 = silu * up
+    tl.store(wact_ptr + rows[:, None] * I + cols[None, :], wts[:, None] * y1, mask=m2)
+    tl.atomic_add(ds_ptr + flat, tl.sum(acc * y1, axis=1), mask=rmask)
+    acc = acc * wts[:, None]
+    tl.store(dz_ptr + rows[:, None] * (2 * I) + cols[None, :], acc * (silu * (1.0 - sig) + sig) * up, mask=m2)
+    tl.store(dz_ptr + rows[:, None] * (2 * I) + I + cols[None, :], acc * silu, mask=m2)
+
+
+MOE_SIG = dict(dout_ptr="*fp32", tok_ptr="*i32", flat_ptr="*i32", topw_ptr="*fp32", w2_ptr="*fp32",
+               z_ptr="*fp32", ends_ptr="*i32", tstart_ptr="*i32", texp_ptr="*i32", dz_ptr="*fp32",
+               wact_ptr="*fp32", ds_ptr="*fp32", H="constexpr", I="constexpr", BM="constexpr",
+               BN="constexpr", BK="constexpr")
+
+
+def test_no_generic_reads_an_i1_tile_of_another():
+    # IREE fuses an i1 tile's op into every consumer; the fused op (here the row mask with the
+    # gathered weights times the 64x128 accumulator) lost its lowering_config and was
+    # vectorized whole: one 8192-lane gather, minutes of compile time.
+    text = lowering.lower(tile_program(_moe_down_proj_backward, MOE_SIG,
+                                       dict(H=256, I=512, BM=64, BN=128, BK=64)), lowering.cpu_options())
+    masks = re.findall(r"(%g\d+) = linalg.generic [^\n]*-> tensor<[0-9x]+xi1>", text)
+    masks += [m for m, ty in re.findall(r"(%g\d+) = linalg.generic .*?\n\s*\} -> (tensor<[^>]*>)", text, re.S)
+              if ty.endswith("xi1>")]
+    assert masks
+    for m in masks:
+        assert not re.search(rf"linalg.generic [^\n]*ins\([^)]*{m}\b", text), m
+
+
+@pytest.mark.parametrize("blocks", [(16, 16, 16), (64, 128, 64)])
+def test_moe_down_proj_backward_against_torch(blocks):
+    bm, bn, bk = blocks
+    n_tok, k_top, n_exp, hidden, inter = 19, 2, 3, 40, 72
+    g = torch.Generator().manual_seed(0)
+    top = torch.stack([torch.randperm(n_exp, generator=g)[:k_top] for _ in range(n_tok)]).reshape(-1)
+    topw = torch.rand(n_tok * k_top, generator=g)
+    order = torch.sort(top, stable=True).indices                  # sorted row -> flat (token, k)
+    ends = torch.zeros(n_exp + 1, dtype=torch.int32)
+    ends[1:] = torch.cumsum(torch.bincount(top, minlength=n_exp), 0)
+    tiles = [(s, x) for x in range(n_exp) for s in range(int(ends[x]), int(ends[x + 1]), bm)]
+    tstart = torch.tensor([s for s, _ in tiles], dtype=torch.int32)
+    texp = torch.tensor([x for _, x in tiles], dtype=torch.int32)
+    dout = torch.randn(n_tok, hidden, generator=g)
+    w2 = torch.randn(n_exp, hidden, inter, generator=g) / hidden ** 0.5
+    z = torch.randn(n_tok * k_top, 2 * inter, generator=g)
+    dz_buf, wact_buf = torch.full((n_tok * k_top * 2 * inter + 5,), 7.0), torch.full((n_tok * k_top * inter + 5,), 7.0)
+    dz, wact = dz_buf[:-5].view(-1, 2 * inter), wact_buf[:-5].view(-1, inter)
+    ds = torch.zeros(n_tok * k_top)
+    _moe_down_proj_backward[(len(tiles), triton.cdiv(inter, bn))](
+        dout, (order // k_top).int(), order.int(), topw, w2, z, ends, tstart, texp, dz, wact, ds,
+        hidden, inter, bm, bn, bk)
+    da = torch.einsum("rh,rhi->ri", dout[order // k_top], w2[top[order]])
+    gate, up = z[:, :inter], z[:, inter:]
+    sig = torch.sigmoid(gate)
+    y1 = gate * sig * up
+    w = topw[order][:, None]
+    torch.testing.assert_close(wact, w * y1, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ds, torch.zeros_like(ds).index_add_(0, order, (da * y1).sum(1)), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dz, torch.cat([da * w * (gate * sig * (1 - sig) + sig) * up, da * w * gate * sig], 1),
+                               rtol=1e-4, atol=1e-4)
+    assert torch.all(dz_buf[dz.numel():] == 7.0) and torch.all(wact_buf[wact.numel():] == 7.0)
+
+
+@triton.jit
+def _row_smoothed_cross_entropy(x_ptr, stride, y_ptr, w_ptr, loss_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    # Class weights and label smoothing (loss per row, as torch's reduction="none"): the first
+    # loop also sums w_i * x_i and w_i, the second loads the weights again for the gradient,
+    # which it writes over the logits; rows whose target is -100 are zeroed.
+    row = tl.program_id(0).to(tl.int64)
+    x_ptr += row * stride
+    y = tl.load(y_ptr + row)
+    if y == -100:
+        for i in range(0, n_cols, BLOCK):
+            offs = i + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 0.0, mask=offs < n_cols)
+        tl.store(loss_ptr + row, 0.0)
+        return
+    m = float("-inf")
+    d = 0.0
+    wx = 0.0
+    ws = 0.0
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n_cols, other=float("-inf"))
+        w = tl.load(w_ptr + offs, mask=offs < n_cols, other=0.0)
+        new_m = tl.maximum(m, tl.max(x, 0))
+        d = d * tl.exp(m - new_m) + tl.sum(tl.exp(x - new_m), 0)
+        m = new_m
+        wx += tl.sum(tl.where(offs < n_cols, w * x, 0.0))
+        ws += tl.sum(w)
+    lse = m + tl.log(d)
+    w_y = tl.load(w_ptr + y)
+    x_y = tl.load(x_ptr + y)
+    for i in range(0, n_cols, BLOCK):
+        offs = i + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n_cols)
+        w = tl.load(w_ptr + offs, mask=offs < n_cols)
+        p = tl.exp(x - lse)
+        g = (1 - eps) * w_y * tl.where(offs == y, p - 1.0, p) + eps / n_cols * (ws * p - w)
+        tl.store(x_ptr + offs, g, mask=offs < n_cols)
+    tl.store(loss_ptr + row, (1 - eps) * w_y * (lse - x_y) + eps / n_cols * (ws * lse - wx))
+
+
+@pytest.mark.parametrize("n_cols, block", [(1000, 256), (40000, 32768)])
+def test_row_smoothed_cross_entropy_against_torch(n_cols, block):
+    # At BLOCK 32768 it fits the CPU's 1 MiB stack only without copies of the tiles the
+    # second loop stores.
+    torch.manual_seed(n_cols)
+    x = torch.randn(4, n_cols + 3)[:, :n_cols] * 4
+    y = torch.randint(0, n_cols, (4,))
+    y[2] = -100
+    w = torch.rand(n_cols) + 0.5
+    ref = x.clone().requires_grad_()
+    loss_ref = torch.nn.functional.cross_entropy(ref, y, weight=w, reduction="none", ignore_index=-100,
+                                                 label_smoothing=0.1)
+    loss_ref.sum().backward()
+    tail = torch.randn(4, 3)
+    full = torch.cat([x, tail], 1)
+    x = full[:, :n_cols]
+    loss = torch.empty(4)
+    _row_smoothed_cross_entropy[(4,)](x, full.stride(0), y, w, loss, n_cols, 0.1, BLOCK=block)
+    torch.testing.assert_close(loss, loss_ref.detach(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(x, ref.grad, rtol=1e-4, atol=1e-6)
     assert torch.equal(full[:, n_cols:], tail)

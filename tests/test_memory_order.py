@@ -430,3 +430,128 @@ def test_store_under_a_condition_on_the_same_buffer(first, from_y, tile):
         else:
             want[0] = 7
     assert torch.equal(x, want)
+
+
+@triton.jit
+def stats_then_in_place_kernel(p_ptr, out_ptr, n, BLOCK: tl.constexpr, KEEP_LAST: tl.constexpr):
+    # A first loop reads p into scalars (and, with KEEP_LAST, carries its last loaded tile
+    # out); a second loop overwrites p; then the scalars and that tile are read.
+    r = tl.arange(0, BLOCK)
+    s = 0.0
+    mx = float("-inf")
+    last = tl.zeros([BLOCK], tl.float32)
+    for i in range(0, n, BLOCK):
+        x = tl.load(p_ptr + i + r, mask=i + r < n, other=0.0)
+        s += tl.sum(x)
+        mx = tl.maximum(mx, tl.max(tl.where(i + r < n, x, float("-inf"))))
+        if KEEP_LAST:
+            last = x
+    for i in range(0, n, BLOCK):
+        x = tl.load(p_ptr + i + r, mask=i + r < n)
+        tl.store(p_ptr + i + r, x - s / n, mask=i + r < n)
+    tl.store(out_ptr + r, last + mx)
+
+
+STATS_SIG = dict(p_ptr="*fp32", out_ptr="*fp32", n="i32", BLOCK="constexpr", KEEP_LAST="constexpr")
+
+
+def test_scalars_a_loop_computes_from_loads_need_no_copy():
+    # The sum and max are final when the first loop ends, before the second loop's stores;
+    # the second loop's load is overwritten in place, in its iteration, at addresses that move
+    # with the loop; a tile carried out of the first loop is still read after the stores.
+    assert _snapshots(stats_then_in_place_kernel, STATS_SIG, dict(BLOCK=64, KEEP_LAST=False)) == [False, False]
+    assert _snapshots(stats_then_in_place_kernel, STATS_SIG, dict(BLOCK=64, KEEP_LAST=True)) == [True, False]
+
+
+def test_in_place_in_a_loop_at_fixed_addresses_is_copied():
+    # q is loaded and stored at the same addresses in every iteration: a view could be
+    # hoisted out of the loop, before the previous iteration's store.
+    sig = dict(p_ptr="*fp32", q_ptr="*fp32", n="i32", BLOCK="constexpr")
+    assert _snapshots(loop_kernel, sig, dict(BLOCK=64)) == [True, False]
+
+
+@pytest.mark.parametrize("keep_last", [False, True])
+@pytest.mark.parametrize("n", SIZES)
+def test_scalars_and_tiles_from_a_loop_read_after_stores(n, keep_last):
+    p0 = torch.randn(n)
+    pb, p = guarded(p0.clone())
+    out = torch.empty(BLOCK)
+    stats_then_in_place_kernel[(1,)](p, out, n, BLOCK=BLOCK, KEEP_LAST=keep_last)
+    torch.testing.assert_close(p, p0 - p0.sum() / n, rtol=1e-5, atol=1e-5)
+    last = torch.zeros(BLOCK)
+    if keep_last:
+        start = (n - 1) // BLOCK * BLOCK
+        last[:n - start] = p0[start:]
+    torch.testing.assert_close(out, last + p0.max(), rtol=0, atol=0)
+    assert torch.all(pb[n:] == -7)
+
+
+@triton.jit
+def skip_or_in_place_kernel(p_ptr, flag_ptr, n, BLOCK: tl.constexpr):
+    # A row is zeroed where its flag is set (and the program returns), else scaled by its max.
+    row = tl.program_id(0)
+    p_ptr += row * n
+    r = tl.arange(0, BLOCK)
+    if tl.load(flag_ptr + row) != 0:
+        for i in range(0, n, BLOCK):
+            tl.store(p_ptr + i + r, 0.0, mask=i + r < n)
+        return
+    mx = float("-inf")
+    for i in range(0, n, BLOCK):
+        mx = tl.maximum(mx, tl.max(tl.load(p_ptr + i + r, mask=i + r < n, other=float("-inf"))))
+    for i in range(0, n, BLOCK):
+        x = tl.load(p_ptr + i + r, mask=i + r < n)
+        tl.store(p_ptr + i + r, x / mx, mask=i + r < n)
+
+
+def test_stores_in_the_other_branch_of_an_if_need_no_copy():
+    sig = dict(p_ptr="*fp32", flag_ptr="*i32", n="i32", BLOCK="constexpr")
+    assert _snapshots(skip_or_in_place_kernel, sig, dict(BLOCK=64)) == [False, False, False]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_skip_or_in_place_rows(n):
+    p0 = torch.rand(4, n) + 0.5
+    flags = torch.tensor([0, 1, 0, 1], dtype=torch.int32)
+    pb, p = guarded(p0.clone().reshape(-1))
+    skip_or_in_place_kernel[(4,)](p, flags, n, BLOCK=BLOCK)
+    want = p0 / p0.max(1, keepdim=True).values
+    want[flags == 1] = 0
+    torch.testing.assert_close(p.view(4, n), want, rtol=0, atol=0)
+    assert torch.all(pb[4 * n:] == -7)
+
+
+@triton.jit
+def sliding_in_place_kernel(p_ptr, n, steps, BLOCK: tl.constexpr):
+    # Each iteration rewrites, in place, a window one element past the previous one: it reads
+    # elements the previous iteration wrote.
+    r = tl.arange(0, BLOCK)
+    for i in range(0, steps):
+        x = tl.load(p_ptr + i + r, mask=i + r < n)
+        tl.store(p_ptr + i + r, x * 0.5 + i, mask=i + r < n)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_in_place_windows_that_overlap_between_iterations(n):
+    assert _snapshots(sliding_in_place_kernel, dict(p_ptr="*fp32", n="i32", steps="i32", BLOCK="constexpr"),
+                      dict(BLOCK=BLOCK)) == [False]
+    p0 = torch.rand(n)
+    pb, p = guarded(p0.clone())
+    steps = n // 2 + 1
+    sliding_in_place_kernel[(1,)](p, n, steps, BLOCK=BLOCK)
+    want = p0.clone()
+    for i in range(steps):
+        want[i:i + BLOCK] = want[i:i + BLOCK] * 0.5 + i
+    torch.testing.assert_close(p, want, rtol=0, atol=0)
+    assert torch.all(pb[n:] == -7)
+
+
+def test_masked_in_place_stores_in_loops_copy_nothing():
+    # Without snapshots, a masked store in a loop stores its computed tile as it is: a copy of
+    # 128 KiB per stored tile is what a 32768-wide row cannot afford on the CPU's stack.
+    from helpers import facts_and_module, tile_program
+    _, module = facts_and_module(tile_program(stats_then_in_place_kernel, STATS_SIG, dict(BLOCK=64, KEEP_LAST=False)))
+    assert "bufferization.alloc_tensor() copy(" not in module
+    _, module = facts_and_module(tile_program(loop_kernel, dict(p_ptr="*fp32", q_ptr="*fp32", n="i32",
+                                                                BLOCK="constexpr"), dict(BLOCK=64)))
+    assert "bufferization.alloc_tensor() copy(%g" in module   # from a snapshot: still copied

@@ -392,7 +392,11 @@ class ComputeEmitter(EmitterBase):
         if key in body.memo:
             return body.memo[key]
         op = v.owner
-        cheap = isinstance(op, _CHEAP_OPS)
+        # An i1 tile made by an elementwise op is recomputed here even where it was made as a
+        # tile (for an atomic's loop, say): on the CPU, IREE fuses every i1 tile's op into its
+        # consumers, and the fused op loses its lowering_config and is vectorized whole.
+        cheap = isinstance(op, _CHEAP_OPS) or (
+            self.options.gpu_tiling is None and isinstance(op, t.Elementwise) and v.dtype == "i1")
         if not root and ((not cheap and self.lookup(("t", v.id)) is not None) or self._is_leaf(v)):
             r = self._leaf_arg(body, v, view)
             body.memo[key] = r

@@ -629,12 +629,28 @@ class MemoryEmitter(EmitterBase):
             if len(active) == 1 and self._gpu_map_store(op.value):
                 self._map_store(p, acc, active, rty, val, ranges)
                 return
-            if self.loop_depth and any(isinstance(o, t.Load) and o.buffer is p for o in self.k.walk()):
+            if self.loop_depth and any(isinstance(o, t.Load) and o.buffer is p for o in self.k.walk()) \
+                    and self._from_snapshot(op.value):
                 # In a kernel loop that also loads this buffer, IREE shrinks the value's op to
-                # the masked size and then needs a dynamic stack allocation per iteration,
-                # which it rejects; a copy of the whole tile keeps every allocation static.
+                # the masked size, and with it the snapshot (an allocation) the value is computed
+                # from: a dynamic stack allocation per iteration, which it rejects; a copy of the
+                # whole tile keeps every allocation static.
                 val = self._copy(val, rty.mlir())
             self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
+
+    def _from_snapshot(self, v: t.Value) -> bool:
+        """Tile `v` is computed from the tile of a snapshot load (`memory_order`)."""
+        seen: set[int] = set()
+        work = [v]
+        while work:
+            x = work.pop()
+            if x.id in seen or not x.is_tile or not isinstance(x.owner, t.Op):
+                continue
+            seen.add(x.id)
+            if isinstance(x.owner, t.Load) and id(x.owner) in self.snapshots or x.owner.regions():
+                return True     # (a tile a loop or an `if` yields counts as one)
+            work.extend(x.owner.operands())
+        return False
 
     def _store_copy(self, val: str, rty: t.TileType) -> str:
         """The stored tile through a linalg.copy, whose slices the stores take.
