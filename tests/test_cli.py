@@ -179,9 +179,9 @@ def test_print_command_is_the_real_command_and_reproduces_the_vmfb(tmp_path):
 
 
 def _readme_error_examples():
-    """The `$ triton-iree ...` commands of README's Errors block and the line each prints."""
-    text = (ROOT / "README.md").read_text()
-    block = text.split("### Errors", 1)[1].split("```", 2)[1]
+    """The `$ triton-iree ...` commands of docs/ttshared.md's Errors block and the line each prints."""
+    text = (ROOT / "docs" / "ttshared.md").read_text()
+    block = text.split("## Errors", 1)[1].split("```", 2)[1]
     lines = [ln for ln in block.splitlines() if ln.strip()]
     return [(lines[i][2:], lines[i + 1]) for i in range(0, len(lines), 2)]
 
