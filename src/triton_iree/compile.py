@@ -43,8 +43,8 @@ class Target:
 
 
 # Targets validated against reference results on their real device: llvm-cpu, and for Triton
-# kernels (triton-iree's own lowering) cuda, whose code generation passed the test suite's GPU
-# part on an NVIDIA H200 (benchmarks/gpu/on_target.py). The others build, but are refused unless
+# kernels (triton-iree's own lowering) cuda, whose code generation passes the test suite's GPU
+# part on an NVIDIA GPU (benchmarks/gpu/on_target.py). The others build, but are refused unless
 # a developer working on them opts in: hip and vulkan have not run the suite on their GPUs, and
 # linalg input (triton-shared's) carries no GPU lowering configuration, so IREE would tile its
 # dispatches again onto the program id.

@@ -6,7 +6,7 @@ then translates the op as it is).
 
 - `elementwise` (arith / math ops):
   - ``math.absf`` of fp8 (``tl.abs``, e4m3 / e5m2): the sign bit cleared on the i8 bits. IREE's
-    CPU code has no fp8 arithmetic, no absf of fp8 either (found by Triton's test_abs_fp8).
+    CPU code has no fp8 arithmetic, no absf of fp8 either (Triton's test_abs_fp8 uses it).
   - fp64 functions that IREE's llvm-cpu code would take from the C math library, which its
     executables cannot link: inline f64 and i64 ops (`f64_math`).
   - f32, f16 and bf16 sin / cos / tan: an argument reduction right for every f32 (`f32_trig`,
@@ -18,7 +18,7 @@ then translates the op as it is).
 - `reduce` (``tt.reduce``): ``tl.sum`` of one fp16 / bf16 tile adds in f32 and rounds once. The
   order of a reduction is not Triton's to promise, but its GPU code adds pairwise, where fp16 /
   bf16 partial sums stay accurate; IREE's CPU code adds along the row, where they stop growing
-  (1024 ones in bf16 sum to 256; found by Triton's test_sum_dtype).
+  (1024 ones in bf16 sum to 256; Triton's test_sum_dtype checks this).
 - `dot` (``tt.dot``): an fp16 accumulator (``out_dtype=tl.float16``) accumulates in f32 and is
   rounded once, as tensor cores add their products: added up in fp16 along K the sums drift (by
   0.03 over K = 64, where Triton's own test_dot3d allows 0.01).

@@ -119,7 +119,7 @@ class MemoryEmitter(EmitterBase):
             self._bind_load(v, _Tensor(name, dims, ty), snapshot)
             return
         # (Masked 3-D tiles too on LLVMGPU targets: their valid rows inserted into a fill in two
-        # nested loops came out wrong on the H200, a 2 x 4 x 8 tile copied in a kernel loop.)
+        # nested loops give wrong tiles there, as a 2 x 4 x 8 tile copied in a kernel loop.)
         if self.gpu_mma or self.gather_loads and len(active) > 1 or self.llvmgpu and len(active) > 2 and not full:
             ranges = None if full else self._masked_ranges(box, shape, active, inner)
             name = self._gather_tile(p, acc, active, rty, ranges, other)
@@ -137,8 +137,8 @@ class MemoryEmitter(EmitterBase):
                 return
             # Not a snapshot: its copy must read the buffer where the program loads, and a pad
             # of the load is pure, so IREE merges it with an identical one from before a store
-            # to that buffer and reads the buffer there (on the H200, a load after a store of
-            # the same row read the row as it was before the store).
+            # to that buffer and reads the buffer there (a load after a store of the same row
+            # would read the row as it was before the store).
             pad = self._gpu_pads() and not snapshot and \
                 not all(isinstance(u, t.Store) for u in self._uses.get(v.id, []))
             name = self._slice_load(p, acc, shape, active, inner, rty, ranges, other, pad=pad)
@@ -432,8 +432,8 @@ class MemoryEmitter(EmitterBase):
         """LLVMGPU targets: a masked 1-D row is loaded as a tensor.pad of its valid part, which
         IREE reads with masked vector loads spread over the threads. A fill with the valid part
         inserted is instead copied whole by every thread into its own stack or into workgroup
-        memory first (measured on an H200: vector add 0.76x Triton's speed, 1.00x with pads;
-        softmax 1000x slower). Not for a tile that is only stored: IREE folds the pad and its
+        memory first: slower (a vector add by about a quarter, softmax by orders of magnitude).
+        Not for a tile that is only stored: IREE folds the pad and its
         slice away, and with them the dispatch's configured op. Not in kernel loops, except in
         row programs: elsewhere IREE then gives the dispatch a pipeline that cannot distribute
         the rest ('write affecting operations on global resources are restricted to workgroup
@@ -672,8 +672,8 @@ class MemoryEmitter(EmitterBase):
         e, c = self._empty(rty.mlir()), self.fresh("cp")
         self._sync()
         # In a runtime `if`, spread over the threads on its own: IREE's loop over the threads
-        # around the root left a store's copy in the other branch undistributed, and it wrote
-        # its tile's first element only (on the H200).
+        # around the root leaves a store's copy in the other branch undistributed, and it writes
+        # its tile's first element only.
         slot = self._config_slot("copy", rty.shape, ("parallel",) * len(rty.shape), _bytes(rty.dtype),
                                  spread=self.if_depth > 0)
         self.w(f"{c} = linalg.copy {slot}ins({val} : {rty.mlir()}) outs({e} : {rty.mlir()}) -> {rty.mlir()}")

@@ -124,9 +124,8 @@ class ModuleEmitter(EmitterBase):
         if gpu is not None and any(o.iterators and "parallel" not in o.iterators for o in ops):
             # A reduction of a whole tile to a scalar: IREE takes it as the root, and a root with
             # no parallel loop is never split over workgroups, so IREE's own configuration is
-            # kept. Measured on an H200: softmax, layer norm and argmax correct, but softmax and
-            # layer norm about 1000x slower than Triton (a TileAndFuse root on softmax's
-            # reduction: 40x slower, and layer norm did not compile).
+            # kept: it computes such reductions correctly, where a TileAndFuse root on one is
+            # much slower (softmax) or does not compile (layer norm).
             # The copies before stores (`_store_copy`) are for dispatches the lowering
             # configures; IREE's own configuration does without them.
             for c, src in self.store_copies.items():
@@ -154,11 +153,11 @@ class ModuleEmitter(EmitterBase):
                 copies = [i for i in candidates if i > root and ops[i].kind == "copy"]
                 if "reduction" in ops[root].iterators and ops[root].kind == "generic" and copies:
                     # A reduction along some dims of a tile, stored: the store's copy is the root
-                    # and the reduction keeps its tiling. As the root, the reduction left its
-                    # result in each thread's private memory, and the copy, which IREE did not
-                    # fuse into the reduction's loop over the threads, stored other threads'
-                    # elements from it (wrong answers on an H200 where a thread has more than
-                    # one row to reduce: tl.join of pointers).
+                    # and the reduction keeps its tiling. As the root, the reduction would leave
+                    # its result in each thread's private memory, and the copy, which IREE does
+                    # not fuse into the reduction's loop over the threads, would store other
+                    # threads' elements from it: wrong wherever a thread has more than one row
+                    # to reduce (tl.join of pointers).
                     red = ops[root]
                     attrs[root] = (f"lowering_config = "
                                    f"{gpu.lowering_config(red.loops, red.iterators)}")
@@ -334,9 +333,9 @@ class ModuleEmitter(EmitterBase):
         loops are at its top level with bounds known at entry: "fast" runs the programs whose
         tiles are all full and whose peeled loops have no masked iterations, "rest" the other
         programs. A GPU kernel gets the registers of its most demanding path: the masked tiles,
-        gathered element by element into the tensor-core operands, took 255 registers a thread
-        and spilled (one workgroup of 256 threads per SM), the full-tile path alone 128 (fp16
-        matmul 4096^3 on an H200: 1.02 ms in one dispatch, 0.76 ms without the masked paths)."""
+        gathered element by element into the tensor-core operands, take 255 registers a thread
+        and spill (one workgroup of 256 threads per SM), the full-tile path alone 128, so the
+        full programs run faster in a dispatch of their own."""
         plan = self.facts.plan
         if not self.gpu_mma or self.serial or self.options.max_workgroups or not (plan.top or plan.peels):
             return [None]

@@ -42,9 +42,8 @@ class ScanEmitter(EmitterBase):
             for r, s in zip(op.results, op.srcs):
                 self.bind(("t", r.id), _Tensor(self.tensor(s), tuple(range(len(shape))), r.type.mlir()))
             return
-        # On GPUs on one thread (`_on_one_thread`). Spread over the threads by IREE, every scan
-        # of the conformance suite came out wrong on an H200: the loop's order was not kept
-        # across the workgroup's threads.
+        # On GPUs on one thread (`_on_one_thread`). Spread over the threads by IREE, a scan's
+        # loop order is not kept across the workgroup's threads, and its results are wrong.
         srcs = [self.tensor(s) for s in op.srcs]
         res = self._on_one_thread(types, [self._empty(ty.mlir()) for ty in types],
                                   lambda dests: self._scan_loop(op, srcs, dests))

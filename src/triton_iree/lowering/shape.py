@@ -39,9 +39,9 @@ class ShapeEmitter(EmitterBase):
             self._insert_parts(op.result, [(op.a, "0"), (op.b, "1")], axis)
             return
         # On CUDA and HIP a linalg.generic that picks a or b by the new dim's index: IREE's
-        # TileAndFuse pipeline spreads it over the threads with its consumer. Its two
-        # tensor.insert_slice were not fused, and the joined tile came out zero except for
-        # its first elements (tl.join of pointers, tl.interleave of 2-D tiles, on an H200).
+        # TileAndFuse pipeline spreads it over the threads with its consumer. Two
+        # tensor.insert_slice are not fused, and leave the joined tile zero except for its
+        # first elements (tl.join of pointers, tl.interleave of 2-D tiles).
         v = op.result
         body = _Body(len(v.shape))
         dims = tuple(range(axis))
@@ -80,8 +80,8 @@ class ShapeEmitter(EmitterBase):
         last = self.idx(op.src.shape[op.axis] - 1)
         if self.llvmgpu and rank > 1:
             # On CUDA and HIP a gather of N-D tiles runs on one thread (`_on_one_thread`):
-            # spread over the threads, every one in the conformance suite (tl.gather, 2-D
-            # tl.sort) came out wrong on an H200.
+            # spread over the threads by IREE, such gathers (tl.gather, 2-D tl.sort) give
+            # wrong results.
             index, ty = self.tensor(op.index), v.type.mlir()
 
             def element(at: list[str], acc: str) -> str:

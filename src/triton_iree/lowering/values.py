@@ -160,8 +160,8 @@ class EmitterBase():
         self.gpu_mma = gpu.mma_program(kernel) if self.llvmgpu else None
         # A program with a part on one thread (`_on_one_thread`) reads its 2-D tiles element by
         # element (`_gather_tile`). A tile of rows, or a slab, lives in each thread's private
-        # memory, where IREE has each thread fill only its share of it, and the one thread read
-        # the rest uninitialized (a 2-D tl.atomic_add, on an H200). (1-D tiles are pads, which
+        # memory, where IREE has each thread fill only its share of it, and the one thread would
+        # read the rest uninitialized (a 2-D tl.atomic_add). (1-D tiles are pads, which
         # each thread reads whole; gathered, a root that only they feed got a loop over
         # workgroups of its own, and then IREE refused the atomics' writes outside it.)
         self.gather_loads = self.llvmgpu and any(
