@@ -884,5 +884,5 @@ def test_checked_modes_scatter_compiles_for_cuda():
     iree-compile crashed configuring the dispatch for those reductions."""
     src = ASTSource(K.scatter_kernel, {"x_ptr": "*fp32", "idx_ptr": "*i32", "out_ptr": "*fp32", "n": "i32"},
                     constexprs={"BLOCK": 128})
-    k = triton.compile(src, target=GPUTarget("iree", "cuda:sm_80", 32), options={"num_warps": 4, "debug": True})
+    k = triton.compile(src, target=GPUTarget("iree", "cuda:sm_80", 32), options={"num_warps": 4, "check_bounds": True})
     assert k.metadata.checks and b"scatter_kernel_native" not in k.asm["vmfb"]
