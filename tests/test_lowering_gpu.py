@@ -886,3 +886,39 @@ def test_checked_modes_scatter_compiles_for_cuda():
                     constexprs={"BLOCK": 128})
     k = triton.compile(src, target=GPUTarget("iree", "cuda:sm_80", 32), options={"num_warps": 4, "debug": True})
     assert k.metadata.checks and b"scatter_kernel_native" not in k.asm["vmfb"]
+
+
+@triton.jit
+def _divmod_pack2(a0, a1, b0, b1):
+    return a0 // b0, a1 // b1, a0 % b0, a1 % b1
+
+
+@triton.jit
+def _pack_kernel(a_ptr, b_ptr, q_ptr, r_ptr, R: tl.constexpr, C: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    q, r = tl.map_elementwise(_divmod_pack2, tl.load(a_ptr + offs), tl.load(b_ptr + offs), pack=2)
+    tl.store(q_ptr + offs, q)
+    tl.store(r_ptr + offs, r)
+
+
+@triton.jit
+def _reshape_stores_kernel(x_ptr, o_ptr, p_ptr, R: tl.constexpr, C: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :])
+    tl.store(o_ptr + tl.arange(0, R * C), tl.reshape(x * 2, [R * C]))
+    tl.store(p_ptr + tl.arange(0, R * C), tl.reshape(x + 1, [R * C]))
+
+
+@pytest.mark.parametrize("fn, R, C", [(_pack_kernel, 8, 1), (_pack_kernel, 4, 8), (_pack_kernel, 2, 4),
+                                      (_reshape_stores_kernel, 4, 2)],
+                         ids=["pack-8x1", "pack-4x8", "pack-2x4", "reshape-4x2"])
+def test_a_reshaped_tile_is_stored_from_the_tile_before_the_reshape(fn, R, C, tmp_path):
+    """tl.map_elementwise with pack > 1 joins its results and reshapes them to the tile's shape;
+    a store of a reshaped tile stores the tile before the reshape through its offsets reshaped
+    back. IREE folded the reshape and the store's copy into a map_store, dropping the copy's
+    configuration, and its own failed ('write affecting operations on global resources are
+    restricted to workgroup distributed contexts'). The stores keep their copies, and their
+    slices are rows of the unreshaped tile."""
+    sig = {n: "*i32" for n in fn.arg_names if n.endswith("_ptr")}
+    text = _module(fn, sig, {"R": R, "C": C}, 4)
+    assert text.count("linalg.copy") == 2 and "iree_linalg_ext.map_store" not in text
+    _llvm_ir(text, tmp_path)

@@ -292,6 +292,27 @@ def drop_shortcuts(kernel: t.Kernel) -> None:
             b.ops = [op for op in b.ops if id(op) not in dead]
 
 
+def sink_stored_reshapes(kernel: t.Kernel) -> None:
+    """CUDA and HIP: an unmasked store of a reshaped tile (tl.reshape, tl.map_elementwise with
+    pack > 1) stores the tile before the reshape through its offsets reshaped the other way
+    (row-major both: the same element goes to the same place). IREE's GPU code generation folds
+    the reshape and the copy the store takes (`_store_copy`) into a map_store, and with the copy
+    the dispatch's configuration; IREE's own configuration of the rest then failed ('write
+    affecting operations on global resources are restricted to workgroup distributed
+    contexts'). Offsets the analysis cannot follow through the reshape make it a scatter."""
+    for block in [kernel.body] + [r for op in kernel.walk() for r in op.regions()]:
+        ops = []
+        for op in block.ops:
+            if isinstance(op, t.Store) and op.mask is None and op.value.is_tile and \
+                    isinstance(op.value.owner, t.Reshape) and op.offsets.is_tile:
+                src = op.value.owner.src
+                offsets = t.Reshape(op.offsets, t.with_dtype(src.type, op.offsets.dtype), op.loc)
+                ops.append(offsets)
+                op.offsets, op.value = offsets.result, src
+            ops.append(op)
+        block.ops = ops
+
+
 def gpu_options(num_warps: int = 4, target: str = "cuda", arch: str = "") -> EmitOptions:
     """One program per workgroup, masked tiles only (a separate full-tile version of each program
     pays off on CPUs, where masked vector accesses are slow; GPU threads mask for free). A warp is
