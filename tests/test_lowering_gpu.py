@@ -4,8 +4,10 @@ be spread over the workgroup's threads: a stack array the size of a whole tile i
 means every thread handles the whole tile (measured on an H200: softmax and layer norm 500 to
 1000 times slower than Triton, vector add 0.76x). Results on the GPU itself are checked by
 benchmarks/gpu (run.py), which needs the device."""
+import importlib.util
 import re
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -922,3 +924,41 @@ def test_a_reshaped_tile_is_stored_from_the_tile_before_the_reshape(fn, R, C, tm
     text = _module(fn, sig, {"R": R, "C": C}, 4)
     assert text.count("linalg.copy") == 2 and "iree_linalg_ext.map_store" not in text
     _llvm_ir(text, tmp_path)
+
+
+def _conformance_module(name: str):
+    """A module of tests/conformance, imported under another name than pytest gives it (its
+    `construct` mark is registered by the conformance suite's conftest)."""
+    spec = importlib.util.spec_from_file_location(f"_conformance_{name}", Path(__file__).parent / "conformance" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+        spec.loader.exec_module(module)
+    return module
+
+
+_DS = _conformance_module("test_dot_scaled")
+_DS_TYPES = {"e2m1": "*u8", "e4m3": "*u8", "e5m2": "*u8", "bf16": "*bf16", "fp16": "*fp16"}
+
+
+@pytest.mark.parametrize("fa, fb, a_kpack, a_scaled", [
+    ("e2m1", "e4m3", True, True), ("e4m3", "e5m2", True, True), ("e5m2", "e2m1", True, True),
+    ("e2m1", "e2m1", False, True), ("bf16", "e2m1", True, False), ("fp16", "e4m3", True, True)])
+def test_dot_scaled_keeps_its_matmuls_configuration(fa, fb, a_kpack, a_scaled, tmp_path):
+    """tl.dot_scaled decodes its operands to f32 and reshapes them (two e2m1 values per byte, one
+    scale per 32 elements along K) before the matmul. IREE sank the reshapes into the matmul,
+    rebuilding it without its configuration, and its own failed ('Could not find a subgroup
+    basis from lowering config'). The matmul reads such operands through a slice."""
+    sig = {"a_ptr": _DS_TYPES[fa], "sa_ptr": "*u8", "b_ptr": _DS_TYPES[fb], "sb_ptr": "*u8", "c_ptr": "*fp32",
+           "m": "i32", "n": "i32", "k_blocks": "i32", "stride_am": "i32", "stride_bk": "i32"}
+    consts = dict(FA=fa, FB=fb, A_KPACK=a_kpack, A_SCALED=a_scaled, FAST=False, BM=_DS.BM, BN=_DS.BN, BK=_DS.BK)
+    text = _module(_DS.dot_scaled_kernel, sig, consts, 4)
+    assert text.count("compilation_info = ") == 1 and re.search(r"linalg\.matmul \{compilation_info", text)
+    assert '"nvvm.maxntid"="128,1,1"' in _llvm_ir(text, tmp_path)
+
+
+def test_dot_scaled_with_e4m3_scales_compiles_for_cuda(tmp_path):
+    """e2m1 operands with e4m3 scales (nvfp4), which Triton itself does not compile for CUDA."""
+    sig = {"a_ptr": "*u8", "sa_ptr": "*fp8e4nv", "b_ptr": "*u8", "sb_ptr": "*fp8e4nv", "c_ptr": "*fp32"}
+    text = _module(_DS.nvfp4_kernel, sig, {"M": 16, "N": 32, "K": 64}, 4)
+    assert '"nvvm.maxntid"="128,1,1"' in _llvm_ir(text, tmp_path)
