@@ -926,6 +926,39 @@ def test_a_reshaped_tile_is_stored_from_the_tile_before_the_reshape(fn, R, C, tm
     _llvm_ir(text, tmp_path)
 
 
+@pytest.mark.parametrize("fn, R, C", [(_pack_kernel, 8, 1), (_pack_kernel, 2, 4), (_reshape_stores_kernel, 4, 2)],
+                         ids=["pack-8x1", "pack-2x4", "reshape-4x2"])
+def test_sinking_stored_reshapes_keeps_the_results(fn, R, C, monkeypatch):
+    """The CUDA program's stores (`sink_stored_reshapes`), run on the CPU against torch."""
+    import torch
+    from triton_iree import lowering, tile as t
+    from triton_iree.lowering.targets.gpu import sink_stored_reshapes
+
+    lower, sunk = lowering.lower, []
+
+    def sinking(kernel, options):
+        sink_stored_reshapes(kernel)
+        sunk.append(sum(isinstance(op, t.Store) and isinstance(op.offsets.owner, t.Reshape) for op in kernel.walk()))
+        return lower(kernel, options)
+
+    monkeypatch.setattr(lowering, "lower", sinking)
+    torch.manual_seed(0)
+    a = torch.randint(-100, 100, (R * C + 3,), dtype=torch.int32)
+    b = torch.randint(1, 10, (R * C + 3,), dtype=torch.int32)
+    outs = [torch.full((R * C + 3,), 7, dtype=torch.int32) for _ in range(2)]
+    if fn is _pack_kernel:
+        fn[(1,)](a, b, *outs, R=R, C=C)
+    else:
+        fn[(1,)](a, *outs, R=R, C=C)
+    assert sunk == [2]
+    x, y = a[:R * C], b[:R * C]
+    # (Triton's integer division and remainder round towards zero.)
+    refs = (torch.div(x, y, rounding_mode="trunc"), torch.fmod(x, y)) if fn is _pack_kernel else (x * 2, x + 1)
+    for out, ref in zip(outs, refs):
+        torch.testing.assert_close(out[:R * C], ref, rtol=0, atol=0)
+        assert (out[R * C:] == 7).all()
+
+
 def _conformance_module(name: str):
     """A module of tests/conformance, imported under another name than pytest gives it (its
     `construct` mark is registered by the conformance suite's conftest)."""
