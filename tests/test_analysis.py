@@ -1,4 +1,6 @@
 import pytest
+import triton
+import triton.language as tl
 
 from triton_iree import analysis
 from triton_iree import tile as t
@@ -115,3 +117,26 @@ def test_version_plan_skips_masks_it_cannot_decide():
     plan = analysis.analyze(k).plan
     load = next(op for op in k.walk() if isinstance(op, t.Load))
     assert id(load) not in plan.full and not plan.peels
+
+
+@triton.jit
+def _reshaped_offsets_kernel(x_ptr, out_ptr, stride_x, OUT_STRIDE: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+    r, c = tl.arange(0, R)[:, None], tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + tl.reshape(r * stride_x + c, [R * C]))
+    tl.store(out_ptr + tl.reshape(r * OUT_STRIDE + c, [R * C // 4, 4]), tl.reshape(x, [R * C // 4, 4]))
+
+
+@pytest.mark.parametrize("out_stride", [8, 11])
+def test_reshaped_offsets_of_contiguous_rows_are_affine(out_stride):
+    # Offsets linear in the row-major position (rows 8 apart, 8 wide) keep a form through a
+    # reshape; rows 11 apart, or a runtime row stride, do not.
+    k = tile_program(_reshaped_offsets_kernel, dict(x_ptr="*fp32", out_ptr="*fp32", stride_x="i32"),
+                     dict(OUT_STRIDE=out_stride, R=4, C=8))
+    facts = analysis.analyze(k)
+    (load, la), (store, sa) = _accesses(k, facts)
+    assert isinstance(la, analysis.GatherAccess)
+    if out_stride == 8:
+        assert isinstance(sa, analysis.StructuredAccess)
+        assert sa.form.strides == (analysis.Poly.const(4), analysis.Poly.const(1))
+    else:
+        assert isinstance(sa, analysis.GatherAccess)

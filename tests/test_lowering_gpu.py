@@ -4,8 +4,10 @@ be spread over the workgroup's threads: a stack array the size of a whole tile i
 means every thread handles the whole tile (measured on an H200: softmax and layer norm 500 to
 1000 times slower than Triton, vector add 0.76x). Results on the GPU itself are checked by
 benchmarks/gpu (run.py), which needs the device."""
+import importlib.util
 import re
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -886,3 +888,110 @@ def test_checked_modes_scatter_compiles_for_cuda():
                     constexprs={"BLOCK": 128})
     k = triton.compile(src, target=GPUTarget("iree", "cuda:sm_80", 32), options={"num_warps": 4, "check_bounds": True})
     assert k.metadata.checks and b"scatter_kernel_native" not in k.asm["vmfb"]
+
+
+@triton.jit
+def _divmod_pack2(a0, a1, b0, b1):
+    return a0 // b0, a1 // b1, a0 % b0, a1 % b1
+
+
+@triton.jit
+def _pack_kernel(a_ptr, b_ptr, q_ptr, r_ptr, R: tl.constexpr, C: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    q, r = tl.map_elementwise(_divmod_pack2, tl.load(a_ptr + offs), tl.load(b_ptr + offs), pack=2)
+    tl.store(q_ptr + offs, q)
+    tl.store(r_ptr + offs, r)
+
+
+@triton.jit
+def _reshape_stores_kernel(x_ptr, o_ptr, p_ptr, R: tl.constexpr, C: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :])
+    tl.store(o_ptr + tl.arange(0, R * C), tl.reshape(x * 2, [R * C]))
+    tl.store(p_ptr + tl.arange(0, R * C), tl.reshape(x + 1, [R * C]))
+
+
+@pytest.mark.parametrize("fn, R, C", [(_pack_kernel, 8, 1), (_pack_kernel, 4, 8), (_pack_kernel, 2, 4),
+                                      (_reshape_stores_kernel, 4, 2)],
+                         ids=["pack-8x1", "pack-4x8", "pack-2x4", "reshape-4x2"])
+def test_a_reshaped_tile_is_stored_from_the_tile_before_the_reshape(fn, R, C, tmp_path):
+    """tl.map_elementwise with pack > 1 joins its results and reshapes them to the tile's shape;
+    a store of a reshaped tile stores the tile before the reshape through its offsets reshaped
+    back. IREE folded the reshape and the store's copy into a map_store, dropping the copy's
+    configuration, and its own failed ('write affecting operations on global resources are
+    restricted to workgroup distributed contexts'). The stores keep their copies, and their
+    slices are rows of the unreshaped tile."""
+    sig = {n: "*i32" for n in fn.arg_names if n.endswith("_ptr")}
+    text = _module(fn, sig, {"R": R, "C": C}, 4)
+    assert text.count("linalg.copy") == 2 and "iree_linalg_ext.map_store" not in text
+    _llvm_ir(text, tmp_path)
+
+
+@pytest.mark.parametrize("fn, R, C", [(_pack_kernel, 8, 1), (_pack_kernel, 2, 4), (_reshape_stores_kernel, 4, 2)],
+                         ids=["pack-8x1", "pack-2x4", "reshape-4x2"])
+def test_sinking_stored_reshapes_keeps_the_results(fn, R, C, monkeypatch):
+    """The CUDA program's stores (`sink_stored_reshapes`), run on the CPU against torch."""
+    import torch
+    from triton_iree import lowering, tile as t
+    from triton_iree.lowering.targets.gpu import sink_stored_reshapes
+
+    lower, sunk = lowering.lower, []
+
+    def sinking(kernel, options):
+        sink_stored_reshapes(kernel)
+        sunk.append(sum(isinstance(op, t.Store) and isinstance(op.offsets.owner, t.Reshape) for op in kernel.walk()))
+        return lower(kernel, options)
+
+    monkeypatch.setattr(lowering, "lower", sinking)
+    torch.manual_seed(0)
+    a = torch.randint(-100, 100, (R * C + 3,), dtype=torch.int32)
+    b = torch.randint(1, 10, (R * C + 3,), dtype=torch.int32)
+    outs = [torch.full((R * C + 3,), 7, dtype=torch.int32) for _ in range(2)]
+    if fn is _pack_kernel:
+        fn[(1,)](a, b, *outs, R=R, C=C)
+    else:
+        fn[(1,)](a, *outs, R=R, C=C)
+    assert sunk == [2]
+    x, y = a[:R * C], b[:R * C]
+    # (Triton's integer division and remainder round towards zero.)
+    refs = (torch.div(x, y, rounding_mode="trunc"), torch.fmod(x, y)) if fn is _pack_kernel else (x * 2, x + 1)
+    for out, ref in zip(outs, refs):
+        torch.testing.assert_close(out[:R * C], ref, rtol=0, atol=0)
+        assert (out[R * C:] == 7).all()
+
+
+def _conformance_module(name: str):
+    """A module of tests/conformance, imported under another name than pytest gives it (its
+    `construct` mark is registered by the conformance suite's conftest)."""
+    spec = importlib.util.spec_from_file_location(f"_conformance_{name}", Path(__file__).parent / "conformance" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+        spec.loader.exec_module(module)
+    return module
+
+
+_DS = _conformance_module("test_dot_scaled")
+_DS_TYPES = {"e2m1": "*u8", "e4m3": "*u8", "e5m2": "*u8", "bf16": "*bf16", "fp16": "*fp16"}
+
+
+@pytest.mark.parametrize("fa, fb, a_kpack, a_scaled", [
+    ("e2m1", "e4m3", True, True), ("e4m3", "e5m2", True, True), ("e5m2", "e2m1", True, True),
+    ("e2m1", "e2m1", False, True), ("bf16", "e2m1", True, False), ("fp16", "e4m3", True, True)])
+def test_dot_scaled_keeps_its_matmuls_configuration(fa, fb, a_kpack, a_scaled, tmp_path):
+    """tl.dot_scaled decodes its operands to f32 and reshapes them (two e2m1 values per byte, one
+    scale per 32 elements along K) before the matmul. IREE sank the reshapes into the matmul,
+    rebuilding it without its configuration, and its own failed ('Could not find a subgroup
+    basis from lowering config'). The matmul reads such operands through a slice."""
+    sig = {"a_ptr": _DS_TYPES[fa], "sa_ptr": "*u8", "b_ptr": _DS_TYPES[fb], "sb_ptr": "*u8", "c_ptr": "*fp32",
+           "m": "i32", "n": "i32", "k_blocks": "i32", "stride_am": "i32", "stride_bk": "i32"}
+    consts = dict(FA=fa, FB=fb, A_KPACK=a_kpack, A_SCALED=a_scaled, FAST=False, BM=_DS.BM, BN=_DS.BN, BK=_DS.BK)
+    text = _module(_DS.dot_scaled_kernel, sig, consts, 4)
+    assert text.count("compilation_info = ") == 1 and re.search(r"linalg\.matmul \{compilation_info", text)
+    assert '"nvvm.maxntid"="128,1,1"' in _llvm_ir(text, tmp_path)
+
+
+def test_dot_scaled_with_e4m3_scales_compiles_for_cuda(tmp_path):
+    """e2m1 operands with e4m3 scales (nvfp4), which Triton itself does not compile for CUDA."""
+    sig = {"a_ptr": "*u8", "sa_ptr": "*fp8e4nv", "b_ptr": "*u8", "sb_ptr": "*fp8e4nv", "c_ptr": "*fp32"}
+    text = _module(_DS.nvfp4_kernel, sig, {"M": 16, "N": 32, "K": 64}, 4)
+    assert '"nvvm.maxntid"="128,1,1"' in _llvm_ir(text, tmp_path)

@@ -145,6 +145,23 @@ class Affine:
         return Affine(self.offset * p, tuple(s * p for s in self.strides))
 
 
+def _reshaped(f: Affine, src: tuple[int, ...], dst: tuple[int, ...]) -> Optional[Affine]:
+    """`f`, a form over a tile of shape `src`, over the tile's row-major reshape to `dst`; None
+    unless `f` is linear in the row-major position (each dim's stride is the last dim's times
+    the number of elements after it), as the offsets of a contiguous row-major tile are."""
+    unit = next((f.strides[d] for d in reversed(range(len(src))) if src[d] > 1), ZERO)
+    after = 1
+    for d in reversed(range(len(src))):
+        if src[d] > 1 and f.strides[d] != unit.scale(after):
+            return None
+        after *= src[d]
+    strides, after = [], 1
+    for n in reversed(dst):
+        strides.insert(0, unit.scale(after))
+        after *= n
+    return Affine(f.offset, tuple(strides))
+
+
 # --- masks ------------------------------------------------------------------------------
 
 
@@ -357,6 +374,9 @@ class _Analyzer:
         if isinstance(op, t.Trans):
             f = self.affine(op.src)
             return None if f is None else Affine(f.offset, tuple(f.strides[i] for i in op.order))
+        if isinstance(op, t.Reshape):
+            f = self.affine(op.src)
+            return None if f is None else _reshaped(f, op.src.shape, v.shape)
         if isinstance(op, t.Elementwise):
             a = op.args
             if op.opname in ("arith.extsi", "arith.trunci"):

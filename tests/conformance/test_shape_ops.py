@@ -1,4 +1,5 @@
-"""tl.join, tl.split, tl.interleave and tl.cat, per dtype, against Triton's interpreter."""
+"""tl.join, tl.split, tl.interleave and tl.cat, per dtype, against Triton's interpreter; tl.reshape of
+pointer offsets against torch."""
 import pytest
 import torch
 import triton
@@ -206,3 +207,24 @@ def test_join_pointers(n):
     out = torch.zeros(n)
     join_ptr_kernel[(triton.cdiv(n, BLOCK),)](x, out, n, BLOCK=BLOCK)
     torch.testing.assert_close(out, x[:n] + x[n:], rtol=0, atol=0)
+
+
+@triton.jit
+def reshaped_offsets_kernel(x_ptr, out_ptr, stride_x, OUT_STRIDE: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+    r, c = tl.arange(0, R)[:, None], tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + tl.reshape(r * stride_x + c, [R * C]))
+    y = tl.reshape(x * 2 + 1, [R * C // 4, 4])
+    tl.store(out_ptr + tl.reshape(r * OUT_STRIDE + c, [R * C // 4, 4]), y)
+
+
+@pytest.mark.construct("tl.reshape")
+@pytest.mark.parametrize("out_stride", [8, 11])   # rows of the output contiguous, or 3 apart
+def test_store_through_reshaped_offsets(out_stride):
+    R, C = 4, 8
+    torch.manual_seed(0)
+    x = torch.randn(R, C + 5)[:, :C]   # rows with a stride
+    out = torch.full((R * out_stride + 5,), 7.0)
+    reshaped_offsets_kernel[(1,)](x, out, x.stride(0), OUT_STRIDE=out_stride, R=R, C=C)
+    ref = torch.full_like(out, 7.0)
+    ref[:R * out_stride].view(R, out_stride)[:, :C] = x * 2 + 1
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)

@@ -44,7 +44,7 @@ from .options import EmitOptions
 from .scan import ScanEmitter
 from .shape import ShapeEmitter
 from .targets.cpu import CpuTiling, cpu_options
-from .targets.gpu import GpuTiling, drop_shortcuts, gpu_options
+from .targets.gpu import GpuTiling, drop_shortcuts, gpu_options, sink_stored_reshapes
 
 __all__ = ["CpuTiling", "EmitOptions", "Emitter", "GpuTiling", "cpu_options", "emit_module", "gpu_options",
            "lower", "verify"]
@@ -78,6 +78,7 @@ def lower(kernel: t.Kernel, options: EmitOptions = EmitOptions()) -> str:
     """Tile program -> verified IREE input module: the analyses, then the emitter."""
     if options.gpu_tiling is not None and not options.gpu_tiling.spirv:
         drop_shortcuts(kernel)
+        sink_stored_reshapes(kernel)
     text = emit_module(kernel, analyze(kernel), options)
     verify(text, kernel.name)
     return text

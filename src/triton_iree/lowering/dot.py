@@ -52,7 +52,22 @@ class DotEmitter(EmitterBase):
         e = self.tensor_entry(v)
         if self.gpu_mma and e.dims == (1, 0):
             return e.name, True, e.type
+        if self.llvmgpu and _after_reshape(v):
+            return self._reshape_barrier(self.tensor(v), v.type), False, v.type.mlir()
         return self.tensor(v), False, v.type.mlir()
+
+    def _reshape_barrier(self, x: str, ty: t.TileType) -> str:
+        """CUDA and HIP: operand `x` (computed from a reshaped tile) read through a slice of it
+        with a leading unit dim. IREE's GPU code generation sinks reshapes into the linalg ops
+        that read their results (fusion by expansion), and rebuilt the matmul without its
+        configuration; IREE's own configuration then failed ('Could not find a subgroup basis':
+        tl.dot_scaled, whose decoded operands are reshaped). A reshape does not sink into a slice."""
+        m, k = ty.shape
+        unit = t.TileType((1, m, k), ty.dtype).mlir()
+        u, s = self.fresh("unit"), self.fresh("operand")
+        self.w(f"{u} = tensor.expand_shape {x} [[0, 1], [2]] output_shape [1, {m}, {k}] : {ty.mlir()} into {unit}")
+        self.w(f"{s} = tensor.extract_slice {u}[0, 0, 0] [1, {m}, {k}] [1, 1, 1] : {unit} to {ty.mlir()}")
+        return s
 
     def _batch_dot(self, op: t.Dot, a: str, b: str, c: str, r: str) -> None:
         nb, m, k = op.a.shape
@@ -62,3 +77,20 @@ class DotEmitter(EmitterBase):
         self.w(f"{r} = linalg.batch_matmul {slot}ins({a}, {b} : {op.a.type.mlir()}, {op.b.type.mlir()}) "
                f"outs({c} : {op.acc.type.mlir()}) -> {op.acc.type.mlir()}")
         self.bind(("t", op.result.id), _Tensor(r, (0, 1, 2), op.result.type.mlir()))
+
+
+def _after_reshape(v: t.Value) -> bool:
+    """Tile `v` is computed from a reshaped tile by ops emitted as linalg.generics with
+    projected-permutation maps, through which IREE sinks the reshape (`_reshape_barrier`)."""
+    seen: set[int] = set()
+    work = [v]
+    while work:
+        x = work.pop()
+        if x.id in seen or not x.is_tile or not isinstance(x.owner, t.Op):
+            continue
+        seen.add(x.id)
+        if isinstance(x.owner, t.Reshape):
+            return True
+        if isinstance(x.owner, (t.Elementwise, t.Broadcast, t.ExpandDims, t.Trans, t.Join)):
+            work.extend(x.owner.operands())
+    return False

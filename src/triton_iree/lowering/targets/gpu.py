@@ -18,10 +18,12 @@ The emitted form differs from the CPU's where IREE would otherwise drop or repla
 configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
 (IREE moves no named op into a store's row loop, and a tile only loaded and stored keeps a
 linalg op), scalars from a one-element linalg.fill, scatters read their tiles after an
-`iree_gpu.value_barrier`, masked rows are loaded as a tensor.pad (`memory._gpu_pads`), and a
-reduction's loop is innermost (`ComputeEmitter._reduce`: IREE would interchange the loops and keep
-the tile sizes, splitting the reduction over racing threads); on
-Vulkan every op of the root's rank carries the root's tile sizes, a root without size-1 loops is
+`iree_gpu.value_barrier`, masked rows are loaded as a tensor.pad (`memory._gpu_pads`), a
+reshaped tile is stored unreshaped (`sink_stored_reshapes`) and read by a matmul through a slice
+(`DotEmitter._reshape_barrier`; IREE sinks reshapes into the ops around them and rebuilds those
+without their configuration), and a reduction's loop is innermost (`ComputeEmitter._reduce`:
+IREE would interchange the loops and keep the tile sizes, splitting the reduction over racing
+threads); on Vulkan every op of the root's rank carries the root's tile sizes, a root without size-1 loops is
 preferred, and 2-D tiles are loaded by rows rather than as slabs. BaseDistribute bufferizes the
 whole dispatch before spreading each op over the threads on its own, so there every tile is a
 buffer in workgroup memory and ops see each other's elements only through it: a workgroup
@@ -290,6 +292,27 @@ def drop_shortcuts(kernel: t.Kernel) -> None:
             return
         for b in blocks:
             b.ops = [op for op in b.ops if id(op) not in dead]
+
+
+def sink_stored_reshapes(kernel: t.Kernel) -> None:
+    """CUDA and HIP: an unmasked store of a reshaped tile (tl.reshape, tl.map_elementwise with
+    pack > 1) stores the tile before the reshape through its offsets reshaped the other way
+    (row-major both: the same element goes to the same place). IREE's GPU code generation folds
+    the reshape and the copy the store takes (`_store_copy`) into a map_store, and with the copy
+    the dispatch's configuration; IREE's own configuration of the rest then failed ('write
+    affecting operations on global resources are restricted to workgroup distributed
+    contexts'). Offsets the analysis cannot follow through the reshape make it a scatter."""
+    for block in [kernel.body] + [r for op in kernel.walk() for r in op.regions()]:
+        ops = []
+        for op in block.ops:
+            if isinstance(op, t.Store) and op.mask is None and op.value.is_tile and \
+                    isinstance(op.value.owner, t.Reshape) and op.offsets.is_tile:
+                src = op.value.owner.src
+                offsets = t.Reshape(op.offsets, t.with_dtype(src.type, op.offsets.dtype), op.loc)
+                ops.append(offsets)
+                op.offsets, op.value = offsets.result, src
+            ops.append(op)
+        block.ops = ops
 
 
 def gpu_options(num_warps: int = 4, target: str = "cuda", arch: str = "") -> EmitOptions:
