@@ -298,7 +298,7 @@ def markdown_table(results: list[Result]) -> str:
 def machine() -> dict:
     from importlib.metadata import version
     import torch
-    from .compile import host_cpu_info
+    from .host import host_cpu_info
     model, flags = host_cpu_info()
     cpu = model or platform.processor()
 

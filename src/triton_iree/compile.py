@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import CompileError, ResourceLimitError, UnsupportedError
+from . import host
 
 log = logging.getLogger(__name__)
 
@@ -140,23 +141,10 @@ def shell_command(cl: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cl)
 
 
-def host_cpu_info() -> tuple[str, tuple[str, ...]]:
-    """This CPU's model name and feature flags (x86 'flags', Arm 'Features') from /proc/cpuinfo,
-    the one reader of it; ("", ()) where there is none."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return "", ()
-
-    def field(*names: str) -> str:
-        return next((ln for ln in lines if ln.startswith(names)), "").partition(":")[2].strip()
-    return field("model name"), tuple(field("flags", "Features").split())
-
-
 def host_cpu_id() -> str:
     """Identifies this CPU for cache keys: modules built with --iree-llvmcpu-target-cpu=host
     only run on CPUs with the same features."""
-    model, features = host_cpu_info()
+    model, features = host.host_cpu_info()
     if not model and not features:
         import platform
         return platform.machine()

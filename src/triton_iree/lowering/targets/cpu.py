@@ -106,7 +106,7 @@ def host_vector_bytes() -> int:
     """The widest vector registers of this CPU that IREE targets with --iree-llvmcpu-target-cpu=host."""
     machine = platform.machine().lower()
     if machine in ("x86_64", "amd64"):
-        from ...compile import host_cpu_info
+        from ...host import host_cpu_info
         flags = host_cpu_info()[1]
         return 64 if "avx512f" in flags else 32 if "avx2" in flags else 16
     return 16
