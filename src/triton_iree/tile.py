@@ -574,3 +574,20 @@ def uses(kernel_or_block: Kernel | Block) -> dict[int, list[Op]]:
 
     visit(block, None)
     return out
+
+
+def computed_from(v: Value, hit: Callable[[Op], bool], through: Callable[[Op], bool] = lambda op: True) -> bool:
+    """Whether tile `v` is made by an op that `hit` accepts, or from one through tile operands
+    of ops that `through` accepts."""
+    seen: set[int] = set()
+    work = [v]
+    while work:
+        x = work.pop()
+        if x.id in seen or not x.is_tile or not isinstance(x.owner, Op):
+            continue
+        seen.add(x.id)
+        if hit(x.owner):
+            return True
+        if through(x.owner):
+            work.extend(x.owner.operands())
+    return False

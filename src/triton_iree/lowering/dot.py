@@ -82,15 +82,5 @@ class DotEmitter(EmitterBase):
 def _after_reshape(v: t.Value) -> bool:
     """Tile `v` is computed from a reshaped tile by ops emitted as linalg.generics with
     projected-permutation maps, through which IREE sinks the reshape (`_reshape_barrier`)."""
-    seen: set[int] = set()
-    work = [v]
-    while work:
-        x = work.pop()
-        if x.id in seen or not x.is_tile or not isinstance(x.owner, t.Op):
-            continue
-        seen.add(x.id)
-        if isinstance(x.owner, t.Reshape):
-            return True
-        if isinstance(x.owner, (t.Elementwise, t.Broadcast, t.ExpandDims, t.Trans, t.Join)):
-            work.extend(x.owner.operands())
-    return False
+    return t.computed_from(v, lambda op: isinstance(op, t.Reshape),
+                           lambda op: isinstance(op, (t.Elementwise, t.Broadcast, t.ExpandDims, t.Trans, t.Join)))

@@ -639,18 +639,9 @@ class MemoryEmitter(EmitterBase):
             self._slice_store(p, acc, shape, active, inner, rty, val, ranges)
 
     def _from_snapshot(self, v: t.Value) -> bool:
-        """Tile `v` is computed from the tile of a snapshot load (`memory_order`)."""
-        seen: set[int] = set()
-        work = [v]
-        while work:
-            x = work.pop()
-            if x.id in seen or not x.is_tile or not isinstance(x.owner, t.Op):
-                continue
-            seen.add(x.id)
-            if isinstance(x.owner, t.Load) and id(x.owner) in self.snapshots or x.owner.regions():
-                return True     # (a tile a loop or an `if` yields counts as one)
-            work.extend(x.owner.operands())
-        return False
+        """Tile `v` is computed from the tile of a snapshot load (`memory_order`); a tile a loop
+        or an `if` yields counts as one."""
+        return t.computed_from(v, lambda op: isinstance(op, t.Load) and id(op) in self.snapshots or bool(op.regions()))
 
     def _store_copy(self, val: str, rty: t.TileType) -> str:
         """The stored tile through a linalg.copy, whose slices the stores take.
