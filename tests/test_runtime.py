@@ -203,3 +203,43 @@ def test_dlpack_import_of_fp8_tensors():
     view, _ = runtime.flat_view(t)
     mapped = bv.get_buffer().map().asarray([view.numel()], np.dtype(np.uint8))
     assert mapped.ctypes.data == view.data_ptr() and bv.shape == [view.numel()]   # zero-copy
+
+
+@triton.jit
+def _big_frame_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # A loop-carried 64x256 f32 tile (64 KiB), kept in several copies on the stack: its code
+    # needs more stack than an inline launch may take from the caller's.
+    rows = tl.arange(0, BLOCK)[:, None] * 256 + tl.arange(0, 256)[None, :]
+    acc = tl.zeros((BLOCK, 256), tl.float32)
+    for i in range(n):
+        acc = acc * 0.5 + tl.load(x_ptr + rows + i)
+    tl.store(out_ptr + rows, acc)
+
+
+def _stack_of(kernel, sig, consts):
+    from triton_iree import aot, compile as iree_compile
+    module = aot.compile_kernel(kernel, sig, consts, vmfb=False).module
+    return iree_compile.build(module, iree_compile.make_target(), name=kernel.__name__).stack_bytes
+
+
+def test_iree_reports_the_stack_its_cpu_code_needs():
+    small = _stack_of(_axpy_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                      {"BLOCK": 256})
+    big = _stack_of(_big_frame_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64})
+    assert small is not None and 0 < small <= runtime.INLINE_MAX_STACK_BYTES
+    assert big is not None and big > runtime.INLINE_MAX_STACK_BYTES, big
+
+
+def test_only_kernels_whose_stack_fits_run_inline():
+    x = torch.rand(64 * 256 + 3)
+    out = torch.empty(64 * 256)
+    big = _big_frame_kernel[(1,)](x, out, 3, BLOCK=64)   # kernel[grid](...) returns the CompiledKernel
+    want = torch.zeros(64, 256)
+    for i in range(3):
+        want = want * 0.5 + x[i:i + 64 * 256].view(64, 256)
+    torch.testing.assert_close(out.view(64, 256), want)
+    x, y = torch.rand(100), torch.rand(100)
+    out = torch.zeros(100)
+    small = _axpy_kernel[(1,)](x, y, out, 100, BLOCK=128)
+    assert torch.equal(out, 2 * x + y)
+    assert small.function.inline_ok and not big.function.inline_ok

@@ -167,9 +167,22 @@ def cache_key(module_text: str, target: Target, extra: tuple[str, ...] = ()) -> 
     return h.hexdigest()
 
 
-def compile_module(module_text: str, target: Target, *, name: str = "kernel",
-                   extra: tuple[str, ...] = (), use_cache: bool = True, dump_dir: str | None = None,
-                   started: float | None = None) -> bytes:
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled module. `stack_bytes` (llvm-cpu): the stack its code needs at most, as LLVM
+    reports it for each function (`--stack-usage-file`), summed; None where that is unknown
+    (other targets) or unbounded (a dynamically sized stack allocation)."""
+    vmfb: bytes
+    stack_bytes: int | None = None
+
+
+def compile_module(module_text: str, target: Target, **kwargs) -> bytes:
+    """The vmfb of `build`."""
+    return build(module_text, target, **kwargs).vmfb
+
+
+def build(module_text: str, target: Target, *, name: str = "kernel", extra: tuple[str, ...] = (),
+          use_cache: bool = True, dump_dir: str | None = None, started: float | None = None) -> Compiled:
     """Compiles an IREE input module to a vmfb, using the on-disk cache when it can.
 
     The cache lives in Triton's cache directory (TRITON_CACHE_DIR), keyed by the module text,
@@ -185,24 +198,41 @@ def compile_module(module_text: str, target: Target, *, name: str = "kernel",
     key = cache_key(module_text, target, extra)
     dump_module(dump_dir or f"{name}/{key[:SPEC_DIGITS]}", name, module_text, target, extra)
     cache = get_cache_manager(key) if use_cache else None
-    fname = f"{name}.vmfb"
+    fname, sname = f"{name}.vmfb", f"{name}.stack"
     # TRITON_ALWAYS_COMPILE: Triton's "compile regardless of the cache"; the result is still cached.
     if cache is not None and not knobs.compilation.always_compile:
-        path = cache.get_file(fname)
-        if path is not None:
+        path, stack = cache.get_file(fname), cache.get_file(sname)
+        if path is not None and (stack is not None or not target.is_cpu):
             log.debug("iree cache hit for %s: %s", name, path)
-            return Path(path).read_bytes()
+            return Compiled(Path(path).read_bytes(), _read_stack(Path(stack).read_text()) if stack else None)
     log.info("iree-compile %s for %s", name, target.name)
     progress = _announce_after(PROGRESS_AFTER_S - (time.perf_counter() - started), name, target)
     try:
-        vmfb = _run_iree_compile(module_text, target, name, extra)
+        vmfb, usage = _run_iree_compile(module_text, target, name, extra)
     finally:
         if progress is not None:
             progress.cancel()
     if cache is not None:
+        if usage is not None:
+            cache.put(usage, sname)
         cache.put(vmfb, fname, binary=True)
     report_compile_time(name, target, time.perf_counter() - started, announced=bool(progress and progress.said))
-    return vmfb
+    return Compiled(vmfb, _read_stack(usage) if usage is not None else None)
+
+
+def _read_stack(usage: str) -> int | None:
+    """The sum of the frames in LLVM's stack usage report (lines `function<TAB>bytes<TAB>kind`,
+    kind static, dynamic or 'dynamic,bounded'): a bound of what one workgroup's code needs,
+    wherever a dispatch calls its helpers from. None for an unbounded dynamic frame, or none."""
+    total, found = 0, False
+    for line in usage.splitlines():
+        parts = line.rsplit("\t", 2)
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue
+        if parts[2].strip() == "dynamic":
+            return None
+        total, found = total + int(parts[1]), True
+    return total if found else None
 
 
 # Compiles that take at least this many seconds print one line on stderr (a first launch is
@@ -336,12 +366,16 @@ def _make_workdir(name: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"triton-iree-{os.getpid()}-{host}-{name}-"))
 
 
-def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[str, ...]) -> bytes:
+def _run_iree_compile(module_text: str, target: Target, name: str,
+                      extra: tuple[str, ...]) -> tuple[bytes, str | None]:
+    """The vmfb, and for llvm-cpu LLVM's stack usage report of its code."""
     timeout = compile_timeout()
     workdir = _make_workdir(name)
-    src, out = workdir / f"{name}.iree.mlir", workdir / f"{name}.vmfb"
+    src, out, usage = workdir / f"{name}.iree.mlir", workdir / f"{name}.vmfb", workdir / f"{name}.stack"
     src.write_text(module_text)
     cl = command_line(target, str(src), str(out), extra)
+    if target.is_cpu:
+        cl.append(f"--stack-usage-file={usage}")   # LLVM appends each function's frame size
     kept = f"the input is kept in {workdir}; to reproduce: {shell_command(cl)}"
     t0 = time.perf_counter()
     try:
@@ -374,7 +408,7 @@ def _run_iree_compile(module_text: str, target: Target, name: str, extra: tuple[
     try:
         if stderr:
             log.debug("iree-compile for %s: %s", name, stderr)
-        return out.read_bytes()
+        return out.read_bytes(), (usage.read_text() if usage.exists() else "") if target.is_cpu else None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import operator
-import re
-import struct
 import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -104,7 +102,8 @@ LOAD_STATS = {"loads": 0}
 # 128x1024 (1 MiB) 238 vs 201 us; matmul 128^3 (192 KiB) 200 vs 170 us (raw invokes).
 INLINE_MAX_BYTES = 256 << 10
 # Inline launches run on the caller's stack (commonly 8 MiB), not on the 64 MiB worker stacks,
-# so only kernels whose machine code is known to need at most this much stack run inline.
+# so only kernels whose code is known to need at most this much stack run inline (LLVM reports
+# each function's frame when iree-compile builds it: `compile.Compiled.stack_bytes`).
 INLINE_MAX_STACK_BYTES = 256 << 10
 INLINE_DRIVER = "local-sync"
 
@@ -167,14 +166,19 @@ class LoadedKernel:
         self.main = _Context(get_device(driver), rt.VmModule.copy_buffer(get_device(driver).instance, vmfb),
                              name)
         self.dev = self.main.dev
-        stack = _stack_bytes_needed(vmfb) if driver == "local-task" else None
-        self.inline_ok = stack is not None and stack <= INLINE_MAX_STACK_BYTES
-        self.module_bytes = vmfb if self.inline_ok else None
+        self.module_bytes = vmfb if driver == "local-task" else None
+        self.inline_ok = False     # see `allow_inline`
         self.inline: _Context | None = None   # created on the first launch that runs inline
         # Argument lists of recent launches: a list holds only scalars and host buffer views
         # that are fully described by the key, so a repeated launch reuses it (saves ~3 us).
         self._arg_lists: dict[tuple, rt.VmVariantList] = {}
         LOAD_STATS["loads"] += 1
+
+    def allow_inline(self, stack_bytes: int | None) -> None:
+        """Lets small launches run inline if the module's code needs at most `stack_bytes` of
+        stack (None: unknown), which fits the caller's stack (`INLINE_MAX_STACK_BYTES`)."""
+        self.inline_ok = self.module_bytes is not None and stack_bytes is not None and \
+            stack_bytes <= INLINE_MAX_STACK_BYTES
 
     def launch(self, plans: Sequence["ArgPlan"], values: Sequence[Any], grid: Sequence[int],
                checks: "Checks | None" = None, shared: "SharedMemory | None" = None) -> None:
@@ -223,45 +227,6 @@ class LoadedKernel:
         except Exception as e:
             raise LaunchError(f"the IREE runtime failed during the launch, so output buffers may hold "
                               f"partial results: {e}", kernel=self.name) from None
-
-
-_SUB_RSP_IMM32 = b"\x48\x81\xec"   # sub rsp, imm32
-_SUB_RSP_IMM8 = b"\x48\x83\xec"    # sub rsp, imm8
-_SUB_RSP_REG = re.compile(rb"[\x48\x4c]\x29[\xc4\xcc\xd4\xdc\xe4\xec\xf4\xfc]")   # sub rsp, r64
-
-
-def _stack_bytes_needed(vmfb: bytes) -> int | None:
-    """An upper bound of the stack the module's x86-64 executables need, or None if unknown.
-
-    Sums every `sub rsp, imm` in their code sections: LLVM allocates each function's whole
-    frame (spills and stack tiles) that way. A bound cannot be known when the code moves rsp
-    by a register (a dynamic alloca) or for any other architecture; then None.
-    """
-    total, pos, found = 0, 0, False
-    while (pos := vmfb.find(b"\x7fELF", pos)) >= 0:
-        elf, pos = vmfb[pos:], pos + 4
-        if len(elf) < 64 or elf[4] != 2 or elf[5] != 1:
-            continue
-        machine, = struct.unpack_from("<H", elf, 18)
-        shoff, = struct.unpack_from("<Q", elf, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
-        if machine != 62 or shentsize != 64 or shoff + shnum * 64 > len(elf):
-            return None
-        for i in range(shnum):
-            _, _, flags, _, off, size = struct.unpack_from("<IIQQQQ", elf, shoff + i * 64)
-            if not flags & 0x4:   # SHF_EXECINSTR
-                continue
-            code = elf[off:off + size]
-            found = True
-            if _SUB_RSP_REG.search(code):
-                return None
-            for pat, width in ((_SUB_RSP_IMM32, 4), (_SUB_RSP_IMM8, 1)):
-                j = code.find(pat)
-                while j >= 0:
-                    imm = int.from_bytes(code[j + 3:j + 3 + width], "little", signed=True)
-                    total += max(imm, 0)
-                    j = code.find(pat, j + 1)
-    return total if found else None
 
 
 # IREE's CPU code assumes 64-byte aligned buffers (it uses aligned vector loads and stores),

@@ -183,9 +183,10 @@ class IreeBackend(BaseBackend):
             raise UnsupportedError(f"overriding {name}.iree is not supported: Triton reads back only its own IR "
                                    f"kinds (.ttir, .ttgir, .llir, ...); override {name}.ttir instead", kernel=name)
         try:
-            return iree_compile.compile_module(module_text, self.iree_target, name=name,
-                                               dump_dir=_spec_dir(name, metadata),
-                                               started=getattr(self, "_started", None))
+            compiled = iree_compile.build(module_text, self.iree_target, name=name,
+                                          dump_dir=_spec_dir(name, metadata), started=getattr(self, "_started", None))
+            metadata["iree_stack_bytes"] = compiled.stack_bytes
+            return compiled.vmfb
         except ResourceLimitError as e:
             kernel = getattr(self, "_kernel", None)
             if kernel is None or e.loc:

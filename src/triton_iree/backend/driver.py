@@ -96,10 +96,16 @@ class IreeLauncher:
         from triton.runtime.jit import TensorWrapper   # not at the top: triton.runtime imports this module
         self.wrapper = TensorWrapper
         self.shared = runtime.SharedMemory.of(metadata, target_of(IreeDriver.current_target))
+        # Told to the loaded module at the first launch (Triton loads it without the metadata).
+        self.stack_bytes = getattr(metadata, "iree_stack_bytes", None)
+        self.told = False
 
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
         grid = launch_grid(gridX, gridY, gridZ, self.name)
+        if not self.told:
+            function.allow_inline(self.stack_bytes)
+            self.told = True
         values = [args[i] for i in self.keep]
         for i in self.buffers:
             if type(values[i]) is self.wrapper:   # triton.reinterpret
