@@ -2,6 +2,7 @@
 workload runs and computes the right result; timings are never asserted here (the goals live in
 the benchmark's own report)."""
 import json
+import os
 import subprocess
 import sys
 
@@ -9,10 +10,14 @@ from triton_iree import bench
 
 
 def test_quick_bench_runs_every_workload_correctly(tmp_path):
-    out = tmp_path / "bench.json"
+    out, tmp = tmp_path / "bench.json", tmp_path / "tmp"
+    tmp.mkdir()
+    # Without a Triton cache of the caller's, bench makes its own, and removes it afterwards.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_CACHE_DIR"} | {"TMPDIR": str(tmp)}
     r = subprocess.run([sys.executable, "-m", "triton_iree.cli", "bench", "--quick", "--json", str(out)],
-                       capture_output=True, text=True, timeout=900)
+                       capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("triton-iree-bench-")] == []
     data = json.loads(out.read_text())
     got = {w["name"]: w for w in data["workloads"]}
     assert sorted(got) == sorted(bench.WORKLOADS)

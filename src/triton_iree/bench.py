@@ -31,16 +31,22 @@ from typing import Callable
 # --- side-by-side timing ----------------------------------------------------------------------
 
 def side_by_side(fns: dict[str, Callable[[], object]], rounds: int, inner: int = 1,
-                 warmup: int = 2) -> dict[str, dict[str, float]]:
+                 warmup_s: float = 0.2, warmup_calls: int = 5) -> dict[str, dict[str, float]]:
     """Times each candidate `rounds` times (each sample averages `inner` calls), alternating.
+
+    Each candidate first runs for `warmup_s` seconds and at least `warmup_calls` times: torch's
+    first calls start its thread pool and fault in its outputs' pages, which a few calls do not
+    absorb (a quick run once timed torch's 2^16-element add at 8 ms).
 
     Returns {name: {"median": s, "p10": s, "ratio": median of per-round ratios to the first,
     "p10_ratio": ratio of the p10s}}.
     """
     names = list(fns)
     for f in fns.values():
-        for _ in range(warmup):
+        end, calls = time.perf_counter() + warmup_s, 0
+        while calls < warmup_calls or time.perf_counter() < end:
             f()
+            calls += 1
     samples: dict[str, list[float]] = {k: [] for k in names}
     for r in range(rounds):
         for k in (names if r % 2 == 0 else names[::-1]):
@@ -314,7 +320,7 @@ def machine() -> dict:
             "target_cpu": os.environ.get("TRITON_IREE_CPU", "host")}
 
 
-def write_png(results: list[Result], path: str) -> None:
+def write_png(results: list[Result], path: str, quick: bool = False) -> None:
     try:
         import matplotlib
     except ImportError:
@@ -323,18 +329,20 @@ def write_png(results: list[Result], path: str) -> None:
     import matplotlib.pyplot as plt
     rel = [r for r in results if r.ratio is not None and r.name != "launch"]
     fig, ax = plt.subplots(figsize=(8, 0.6 * len(rel) + 1.5))
-    names = [r.name for r in rel]
+    names = [r.what for r in rel]
     ax.barh(names, [r.ratio for r in rel], color=["tab:green" if r.met else "tab:red" for r in rel])
     for i, r in enumerate(rel):
         goal = float(r.goal.rsplit(" ", 1)[-1])
-        ax.plot([goal, goal], [i - 0.4, i + 0.4], color="black")
+        ax.plot([goal, goal], [i - 0.4, i + 0.4], color="black", linewidth=2)
         ax.text(r.ratio, i, f" x{r.ratio:.2f}", va="center")
+    ax.set_xscale("log")    # x0.5 and x2 are as far from parity
     ax.axvline(1.0, color="gray", linestyle=":")
     ax.invert_yaxis()
-    ax.set_xlabel("torch time / triton-iree time (median; higher is better; black tick: goal)")
+    ax.set_xlabel("torch time / triton-iree time (median of rounds, log scale; higher is better; black: goal)")
     extra = [f"{r.name}: {_fmt(r.ours_s)} (goal {r.goal})" for r in results
              if r.name in ("launch", "cold_compile") and r.ours_s is not None]
-    ax.set_title("triton-iree on llvm-cpu vs torch" + ("\n" + "; ".join(extra) if extra else ""), fontsize=9)
+    ax.set_title(f"triton-iree on llvm-cpu vs torch, {'quick run (small sizes)' if quick else 'full run'}"
+                 + ("\n" + "; ".join(extra) if extra else ""), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -364,18 +372,32 @@ def run(args) -> int:
         raise SystemExit("triton-iree: error: --png needs matplotlib: pip install 'triton-iree[bench]'")
     if importlib.util.find_spec("torch") is None:
         raise SystemExit("triton-iree: error: bench needs torch: pip install 'triton-iree[torch]'")
-    # A private Triton cache: the in-process workloads compile once here, never from a stale
-    # cache of another version.
-    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-iree-bench-"))
+    # A private Triton cache, removed afterwards: the in-process workloads compile once here,
+    # never from a stale cache of another version.
+    if "TRITON_CACHE_DIR" in os.environ:
+        return _run(args, only)
+    with tempfile.TemporaryDirectory(prefix="triton-iree-bench-") as cache:
+        os.environ["TRITON_CACHE_DIR"] = cache
+        try:
+            return _run(args, only)
+        finally:
+            del os.environ["TRITON_CACHE_DIR"]
+
+
+def _load() -> float | None:
+    return round(os.getloadavg()[0], 1) if hasattr(os, "getloadavg") else None
+
+
+def _run(args, only: tuple[str, ...]) -> int:
     info = machine()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    load = _load()
     print(f"{info['cpu']} ({info['isa']}), {info['cpus']} CPUs, load average {load}; torch {info['torch']} "
           f"({info['torch_threads']} threads), triton {info['triton']}, iree {info['iree']}, target CPU "
           f"{info['target_cpu']}; {'quick' if args.quick else 'full'} run")
     results = run_suite(args.quick, args.rounds, only, args.cold_runs)
     # Other processes on the machine slow both sides, unevenly: the load averages say how busy it was.
     info["load_average_start"] = load
-    info["load_average_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    info["load_average_end"] = _load()
     print(f"load average at the end: {info['load_average_end']}")
     if args.markdown:
         print()
@@ -386,7 +408,7 @@ def run(args) -> int:
                        if sys.argv[1:2] == ["bench"] else None,
                        "workloads": [asdict(r) for r in results]}, f, indent=1)
     if args.png:
-        write_png(results, args.png)
+        write_png(results, args.png, args.quick)
     return 0 if all(r.correct for r in results) else 1
 
 
