@@ -68,7 +68,7 @@ def test_gpu_targets_are_refused_until_validated(target, monkeypatch):
 
 
 def test_cuda_is_validated_for_triton_kernels_but_not_for_linalg_input(monkeypatch):
-    """CUDA code generation passed the test suite's GPU part on an H200 (benchmarks/gpu/on_target.py);
+    """CUDA code generation passed the test suite's GPU part on an H200 (tests/plugins/on_target.py);
     triton-shared's linalg carries no GPU lowering configuration and stays refused."""
     monkeypatch.delenv(iree_compile.UNVALIDATED_TARGETS_VAR, raising=False)
     assert iree_compile.make_target("cuda").driver == "cuda"

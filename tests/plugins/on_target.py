@@ -2,7 +2,7 @@
 `triton_iree.activate(target=...)`, then every `kernel[grid](...)` of the tests compiles with
 iree-compile for that target and launches on the GPU.
 
-    TRITON_IREE_TEST_TARGET=cuda PYTHONPATH=benchmarks/gpu PYTEST_ADDOPTS="-p on_target" \\
+    TRITON_IREE_TEST_TARGET=cuda PYTHONPATH=tests/plugins PYTEST_ADDOPTS="-p on_target" \\
         python -m pytest tests/conformance
 
 (PYTEST_ADDOPTS, so that tests marked `isolated`, which run in a pytest process of their own,
