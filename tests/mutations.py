@@ -86,7 +86,7 @@ MUTATIONS = [
              's = self._binop("arith.addi", s, self.idx(2))',
              ("tests/test_kernels.py::test_matmul_stepped_k_loop", "tests/test_kernels.py::test_matmul_block_edges")),
     # tl.trans read as the identity permutation.
-    Mutation("trans-order-ignored", "reader.py", "t.Trans(v, order, ty, loc)", "t.Trans(v, tuple(sorted(order)), ty, loc)",
+    Mutation("trans-order-ignored", "reader_shapes.py", "t.Trans(v, order, ty, loc)", "t.Trans(v, tuple(sorted(order)), ty, loc)",
              ("tests/test_kernels.py::test_loads_and_stores_through_transposed_pointer_tiles",)),
     # Checked mode's bounds of scalar accesses compared signed: an offset before the storage passes.
     Mutation("scalar-bounds-signed", "checks.py",
