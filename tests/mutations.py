@@ -64,7 +64,7 @@ MUTATIONS = [
              ("tests/test_backend.py::test_on_disk_cache_is_reused_and_invalidated_by_kernel_and_backend_changes",
               "tests/test_backend.py::test_backend_hash_covers_sources_version_and_cpu")),
     # The slab length check (rows * stride <= len) deleted: a read past the buffer's last row.
-    Mutation("no-slab-length-check", "lowering/memory.py",
+    Mutation("no-slab-length-check", "lowering/slabs.py",
              '        conds.append(self._cmp("sle", span, self.buf_len[id(op.buffer)]))\n', "",
              ("tests/test_lowering.py::test_every_slice_of_a_2d_load_is_inside_its_buffer",
               "tests/test_kernels.py::test_2d_load_rows_overlapping_or_ending_the_buffer")),
