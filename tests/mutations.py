@@ -100,7 +100,7 @@ MUTATIONS = [
     Mutation("grid-limit-one-late", "runtime.py", "if g < 0 or g >= 2 ** 31:", "if g < 0 or g > 2 ** 31:",
              ("tests/test_checked.py::test_a_grid_axis_of_2_31_programs_is_refused_before_anything_runs",)),
     # tl.min of unsigned integers starting from 0 instead of all ones.
-    Mutation("unsigned-min-identity-zero", "lowering/compute.py", '"arith.maxui": 0, "arith.minui": -1,',
+    Mutation("unsigned-min-identity-zero", "lowering/reductions.py", '"arith.maxui": 0, "arith.minui": -1,',
              '"arith.maxui": 0, "arith.minui": 0,',
              ("tests/conformance/test_reductions.py::test_unsigned_reductions_match_interpreter",)),
     # The conditions of a tile's size-1 dims (a one-element row's mask) ignored.
