@@ -40,7 +40,7 @@ MUTATIONS = [
              ("tests/test_analysis.py::test_masks_in_every_comparison_form_are_the_same_box",
               "tests/test_kernels.py::test_masks_in_every_comparison_form")),
     # The full-tile path taken when the block has one element too many.
-    Mutation("full-tile-one-too-many", "analysis.py",
+    Mutation("full-tile-one-too-many", "versions.py",
              "out += [Bound(poly=Poly.const(n) - p) for p in box.hi[d]]",
              "out += [Bound(poly=Poly.const(n - 1) - p) for p in box.hi[d]]",
              ("tests/test_lowering.py::test_every_slice_of_vector_add_is_inside_its_buffer",

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_iree import analysis, compat, reader, reader_shapes
+from triton_iree import analysis, compat, forms, reader, reader_shapes
 from triton_iree.backend import compiler
 from triton_iree import tile as t
 
@@ -46,7 +46,7 @@ def _structured(fn, sig, consts):
     k = reader.read_ttir(compiler.kernel_ttir(fn, sig, consts))
     facts = analysis.analyze(k)
     accesses = [op for op in k.walk() if isinstance(op, (t.Load, t.Store))]
-    return accesses and all(isinstance(facts.access(op), analysis.StructuredAccess) for op in accesses)
+    return accesses and all(isinstance(facts.access(op), forms.StructuredAccess) for op in accesses)
 
 
 # Triton 3.8 warns that block pointers are deprecated.

@@ -31,8 +31,9 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from .. import tile as t
-from ..analysis import Facts, analyze
+from ..analysis import analyze
 from ..errors import CompileError
+from ..forms import Facts
 from .arith import ArithEmitter
 from .atomics import AtomicEmitter
 from .compute import ComputeEmitter

@@ -7,7 +7,7 @@ from typing import Optional
 
 from .. import tile as t
 from ..errors import TYPE_NAMES
-from ..analysis import Box, StructuredAccess
+from ..forms import Box, StructuredAccess
 from .memory import MemoryEmitter
 from .values import _Body, _Tensor, literal
 

@@ -8,7 +8,7 @@ import math
 from typing import Optional
 
 from .. import tile as t
-from ..analysis import Box, Poly, StructuredAccess
+from ..forms import Box, Poly, StructuredAccess
 from .values import EmitterBase
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .. import tile as t
-from ..analysis import StructuredAccess
+from ..forms import StructuredAccess
 from .memory import MemoryEmitter
 
 

@@ -6,7 +6,8 @@ from typing import Optional
 
 from .. import tile as t
 from ..errors import TYPE_NAMES
-from ..analysis import Box, GatherAccess, uniform_scalar
+from ..analysis import uniform_scalar
+from ..forms import Box, GatherAccess
 from .memory import MemoryEmitter
 from .values import _Body, _bytes
 
