@@ -40,7 +40,7 @@ MUTATIONS = [
              ("tests/test_analysis.py::test_masks_in_every_comparison_form_are_the_same_box",
               "tests/test_kernels.py::test_masks_in_every_comparison_form")),
     # The full-tile path taken when the block has one element too many.
-    Mutation("full-tile-one-too-many", "analysis.py",
+    Mutation("full-tile-one-too-many", "versions.py",
              "out += [Bound(poly=Poly.const(n) - p) for p in box.hi[d]]",
              "out += [Bound(poly=Poly.const(n - 1) - p) for p in box.hi[d]]",
              ("tests/test_lowering.py::test_every_slice_of_vector_add_is_inside_its_buffer",
@@ -64,7 +64,7 @@ MUTATIONS = [
              ("tests/test_backend.py::test_on_disk_cache_is_reused_and_invalidated_by_kernel_and_backend_changes",
               "tests/test_backend.py::test_backend_hash_covers_sources_version_and_cpu")),
     # The slab length check (rows * stride <= len) deleted: a read past the buffer's last row.
-    Mutation("no-slab-length-check", "lowering/memory.py",
+    Mutation("no-slab-length-check", "lowering/slabs.py",
              '        conds.append(self._cmp("sle", span, self.buf_len[id(op.buffer)]))\n', "",
              ("tests/test_lowering.py::test_every_slice_of_a_2d_load_is_inside_its_buffer",
               "tests/test_kernels.py::test_2d_load_rows_overlapping_or_ending_the_buffer")),
@@ -86,7 +86,7 @@ MUTATIONS = [
              's = self._binop("arith.addi", s, self.idx(2))',
              ("tests/test_kernels.py::test_matmul_stepped_k_loop", "tests/test_kernels.py::test_matmul_block_edges")),
     # tl.trans read as the identity permutation.
-    Mutation("trans-order-ignored", "reader.py", "t.Trans(v, order, ty, loc)", "t.Trans(v, tuple(sorted(order)), ty, loc)",
+    Mutation("trans-order-ignored", "reader_shapes.py", "t.Trans(v, order, ty, loc)", "t.Trans(v, tuple(sorted(order)), ty, loc)",
              ("tests/test_kernels.py::test_loads_and_stores_through_transposed_pointer_tiles",)),
     # Checked mode's bounds of scalar accesses compared signed: an offset before the storage passes.
     Mutation("scalar-bounds-signed", "checks.py",
@@ -100,7 +100,7 @@ MUTATIONS = [
     Mutation("grid-limit-one-late", "runtime.py", "if g < 0 or g >= 2 ** 31:", "if g < 0 or g > 2 ** 31:",
              ("tests/test_checked.py::test_a_grid_axis_of_2_31_programs_is_refused_before_anything_runs",)),
     # tl.min of unsigned integers starting from 0 instead of all ones.
-    Mutation("unsigned-min-identity-zero", "lowering/compute.py", '"arith.maxui": 0, "arith.minui": -1,',
+    Mutation("unsigned-min-identity-zero", "lowering/reductions.py", '"arith.maxui": 0, "arith.minui": -1,',
              '"arith.maxui": 0, "arith.minui": 0,',
              ("tests/conformance/test_reductions.py::test_unsigned_reductions_match_interpreter",)),
     # The conditions of a tile's size-1 dims (a one-element row's mask) ignored.

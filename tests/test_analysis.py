@@ -2,7 +2,7 @@ import pytest
 import triton
 import triton.language as tl
 
-from triton_iree import analysis
+from triton_iree import analysis, forms
 from triton_iree import tile as t
 
 import kernels as K
@@ -14,7 +14,7 @@ def _accesses(k, facts):
 
 
 def _atom(v):
-    return analysis.Poly.atom(v)
+    return forms.Poly.atom(v)
 
 
 def test_vector_add_accesses_are_unit_stride_slices_bounded_by_n():
@@ -25,10 +25,10 @@ def test_vector_add_accesses_are_unit_stride_slices_bounded_by_n():
     accesses = _accesses(k, facts)
     assert len(accesses) == 3
     for (op, acc), base in zip(accesses, k.base_offsets):
-        assert isinstance(acc, analysis.StructuredAccess), op
+        assert isinstance(acc, forms.StructuredAccess), op
         # x_ptr + pid*1024 + i for i < n - pid*1024 (mask offs < n)
         assert acc.form.offset == _atom(base.value) + pid.scale(1024)
-        assert acc.form.strides == (analysis.Poly.const(1),)
+        assert acc.form.strides == (forms.Poly.const(1),)
         assert acc.box.lo == ((),) and acc.box.hi == ((n - pid.scale(1024),),) and not acc.box.conds
     # The offset and mask tiles are not needed: only their scalar ingredients are.
     loads = [op for op in k.walk() if isinstance(op, t.Load)]
@@ -48,7 +48,7 @@ def test_masks_in_every_comparison_form_are_the_same_box(form):
     accesses = _accesses(k, facts)
     assert len(accesses) == 2
     for op, acc in accesses:
-        assert isinstance(acc, analysis.StructuredAccess), op
+        assert isinstance(acc, forms.StructuredAccess), op
         assert acc.box.lo == ((lo - pid.scale(64),),) and acc.box.hi == ((hi - pid.scale(64),),)
         assert not acc.box.conds
 
@@ -68,7 +68,7 @@ def test_matmul_loop_carried_pointers_become_scalar_offsets():
     steps = sorted(str(lo.step) for lo in facts.loop_offsets.values())
     assert "32" in steps          # a_ptrs += BLOCK_K * stride_ak (stride_ak = 1)
     for op, acc in _accesses(k, facts):
-        assert isinstance(acc, analysis.StructuredAccess), op
+        assert isinstance(acc, forms.StructuredAccess), op
         assert len(acc.form.strides) == 2
     # The pointer tiles carried by the loop are dead: only their scalar offsets are carried.
     assert not any(a.id in facts.live for a in loop.iter_args[:2])
@@ -77,12 +77,12 @@ def test_matmul_loop_carried_pointers_become_scalar_offsets():
 def test_poly_algebra():
     a = t.Value(t.ScalarType("i32"))
     b = t.Value(t.ScalarType("i32"))
-    pa, pb = analysis.Poly.atom(a), analysis.Poly.atom(b)
+    pa, pb = forms.Poly.atom(a), forms.Poly.atom(b)
     e = (pa + pb) * pa - pa * pa - pb * pa
     assert e.is_zero()
     assert (pa.scale(3) - pa - pa - pa).is_zero()
-    assert (pa + analysis.Poly.const(2)).const_value is None
-    assert (analysis.Poly.const(2) * analysis.Poly.const(5)).const_value == 10
+    assert (pa + forms.Poly.const(2)).const_value is None
+    assert (forms.Poly.const(2) * forms.Poly.const(5)).const_value == 10
 
 
 def test_version_plan_peels_the_k_loop_of_matmul():
@@ -100,7 +100,7 @@ def test_version_plan_peels_the_k_loop_of_matmul():
     assert plan.full == {id(store)}
     # Iteration k is full when BLOCK_K - K + BLOCK_K * k <= 0, for the a and the b load.
     Kp = _atom(next(p for p in k.scalars if p.name == "K").value)
-    assert peel.conds == [(analysis.Poly.const(32) - Kp, 32)] * 2
+    assert peel.conds == [(forms.Poly.const(32) - Kp, 32)] * 2
     # M and N bounds of the a, b (decided at entry) and c tiles.
     assert plan.top and all(b.poly is not None and facts.at_entry(b.poly) for b in plan.top)
 
@@ -134,9 +134,9 @@ def test_reshaped_offsets_of_contiguous_rows_are_affine(out_stride):
                      dict(OUT_STRIDE=out_stride, R=4, C=8))
     facts = analysis.analyze(k)
     (load, la), (store, sa) = _accesses(k, facts)
-    assert isinstance(la, analysis.GatherAccess)
+    assert isinstance(la, forms.GatherAccess)
     if out_stride == 8:
-        assert isinstance(sa, analysis.StructuredAccess)
-        assert sa.form.strides == (analysis.Poly.const(4), analysis.Poly.const(1))
+        assert isinstance(sa, forms.StructuredAccess)
+        assert sa.form.strides == (forms.Poly.const(4), forms.Poly.const(1))
     else:
-        assert isinstance(sa, analysis.GatherAccess)
+        assert isinstance(sa, forms.GatherAccess)

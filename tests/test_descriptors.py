@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_iree import analysis, reader
+from triton_iree import analysis, forms, reader
 from triton_iree.backend import compiler
 from triton_iree import tile as t
 
@@ -89,7 +89,7 @@ def test_descriptor_accesses_are_structured_slices():
     assert len(accesses) == 2
     for op in accesses:
         acc = facts.access(op)
-        assert isinstance(acc, analysis.StructuredAccess), op
+        assert isinstance(acc, forms.StructuredAccess), op
         assert len(acc.form.strides) == 2
 
 

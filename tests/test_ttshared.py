@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import iree.runtime as rt
 
-from triton_iree import analysis, compile as iree_compile, ttshared
+from triton_iree import analysis, compile as iree_compile, forms, ttshared
 from triton_iree.errors import InputError, UnsupportedError
 
 from helpers import edge_sizes
@@ -83,7 +83,7 @@ def test_seed_is_structured_with_the_triton_abi(kind):
     kernel, accs = accesses(text)
     assert [p.is_buffer for p in kernel.params] == [True, True, True, False]
     assert [p.dtype for p in kernel.params] == ["f32", "f32", "f32", "i32"]
-    assert len(accs) == 3 and all(isinstance(a, analysis.StructuredAccess) for a in accs)
+    assert len(accs) == 3 and all(isinstance(a, forms.StructuredAccess) for a in accs)
     module = ttshared.prepare(text)
     sig = re.search(r"func\.func @add_kernel\((.*)\) -> \((.*)\) \{", module)
     assert sig is not None
@@ -178,7 +178,7 @@ def test_seed_element_types(dtype):
 def test_2d_masked_strided_tile_mixed_form_with_transposed_store():
     text = data("scale_transpose_2d_mixed.mlir")
     _, accs = accesses(text)
-    assert all(isinstance(a, analysis.StructuredAccess) for a in accs) and len(accs) == 2
+    assert all(isinstance(a, forms.StructuredAccess) for a in accs) and len(accs) == 2
     vmfb = compile_text(text, "scale_transpose_2d_mixed.mlir")
     M, N, ld_in, ld_out = 70, 100, 113, 75    # in is M x N (row stride ld_in), out is N x M (ld_out)
     rng = np.random.default_rng(3)
@@ -195,7 +195,7 @@ def test_row_max_with_linalg_reduce_uses_the_fill_as_other():
     text = data("row_max_reduce.mlir")
     _, accs = accesses(text)
     load = accs[0]
-    assert isinstance(load, analysis.StructuredAccess) and load.other is not None
+    assert isinstance(load, forms.StructuredAccess) and load.other is not None
     vmfb = compile_text(text, "row_max_reduce.mlir")
     M, N, ld = 37, 100, 130
     rng = np.random.default_rng(4)
@@ -213,7 +213,7 @@ def test_scf_for_over_column_chunks_carries_the_accumulator_alloc():
     loops = [op for op in kernel.walk() if type(op).__name__ == "For"]
     # The accumulator alloc is carried as a tile value (the view as a scalar offset).
     assert len(loops) == 1 and [v.is_tile for v in loops[0].inits].count(True) == 1
-    assert all(isinstance(a, analysis.StructuredAccess) for a in accs)
+    assert all(isinstance(a, forms.StructuredAccess) for a in accs)
     vmfb = compile_text(text, "row_sum_loop.mlir")
     for M, N, ld in ((21, 300, 310), (8, 64, 64), (3, 1, 5)):
         rng = np.random.default_rng(M)
@@ -272,7 +272,7 @@ def test_softmax_and_argmax_mixed_form():
     # linalg.index, and a two-input linalg.reduce (argmax with ties to the lower index).
     text = data("softmax_argmax_mixed.mlir")
     _, accs = accesses(text)
-    assert len(accs) == 3 and all(isinstance(a, analysis.StructuredAccess) for a in accs)
+    assert len(accs) == 3 and all(isinstance(a, forms.StructuredAccess) for a in accs)
     vmfb = compile_text(text, "softmax_argmax_mixed.mlir")
     M, N, ld_in, ld_out = 10, 100, 101, 103
     rng = np.random.default_rng(7)

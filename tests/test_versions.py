@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_iree import analysis, compat, reader
+from triton_iree import analysis, compat, forms, reader, reader_shapes
 from triton_iree.backend import compiler
 from triton_iree import tile as t
 
@@ -46,7 +46,7 @@ def _structured(fn, sig, consts):
     k = reader.read_ttir(compiler.kernel_ttir(fn, sig, consts))
     facts = analysis.analyze(k)
     accesses = [op for op in k.walk() if isinstance(op, (t.Load, t.Store))]
-    return accesses and all(isinstance(facts.access(op), analysis.StructuredAccess) for op in accesses)
+    return accesses and all(isinstance(facts.access(op), forms.StructuredAccess) for op in accesses)
 
 
 # Triton 3.8 warns that block pointers are deprecated.
@@ -78,11 +78,11 @@ def test_reshape_that_adds_unit_dims_is_a_structured_expand_dims():
 
 
 def test_inserted_unit_dims():
-    assert reader._inserted_unit_dims((16,), (16, 1)) == [1]
-    assert reader._inserted_unit_dims((16, 32), (1, 16, 1, 32, 1)) == [0, 2, 4]
-    assert reader._inserted_unit_dims((16, 1), (16,)) is None
-    assert reader._inserted_unit_dims((4, 8), (8, 4)) is None
-    assert reader._inserted_unit_dims((32,), (4, 8)) is None
+    assert reader_shapes._inserted_unit_dims((16,), (16, 1)) == [1]
+    assert reader_shapes._inserted_unit_dims((16, 32), (1, 16, 1, 32, 1)) == [0, 2, 4]
+    assert reader_shapes._inserted_unit_dims((16, 1), (16,)) is None
+    assert reader_shapes._inserted_unit_dims((4, 8), (8, 4)) is None
+    assert reader_shapes._inserted_unit_dims((32,), (4, 8)) is None
 
 
 @ignore_block_ptr_deprecation

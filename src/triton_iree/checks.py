@@ -38,7 +38,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import tile as t
-from .analysis import Box, Poly, StructuredAccess, analyze
+from .analysis import analyze
+from .forms import Box, Poly, StructuredAccess
 
 I64 = t.ScalarType("i64")
 RECORD_ENTRIES = 1024

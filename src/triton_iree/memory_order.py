@@ -35,7 +35,7 @@ have written, after which the lowering puts a workgroup barrier.
 from __future__ import annotations
 
 from . import tile as t
-from .analysis import Facts, StructuredAccess
+from .forms import Facts, StructuredAccess
 
 # Ops through which an in-place store reads each element before writing it.
 _ELEMENTWISE = (t.Elementwise, t.Splat, t.Broadcast, t.Constant)

@@ -372,8 +372,8 @@ def cast_bits_kernel(x_ptr, y_ptr, n, DST: tl.constexpr, ROUNDING: tl.constexpr,
 @pytest.fixture
 def fp8_as_bits(monkeypatch):
     """The CPU target emits fp8 conversions as CUDA/HIP codegen does (integer bit operations)."""
-    from triton_iree.lowering.compute import ComputeEmitter
-    monkeypatch.setattr(ComputeEmitter, "fp8_as_bits", property(lambda self: True))
+    from triton_iree.lowering.arith import ArithEmitter
+    monkeypatch.setattr(ArithEmitter, "fp8_as_bits", property(lambda self: True))
 
 
 def _cast_bits(x, dst, rounding=""):

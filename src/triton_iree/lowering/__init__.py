@@ -20,29 +20,35 @@ IREE workgroup, ``tl.program_id`` = ``flow.dispatch.workgroup.id``. Inside it:
   maps); reductions are reduction generics; ``tl.dot`` is ``linalg.matmul``.
 
 The emitter is one class assembled from one module per concern: `module` (host function,
-dispatch skeleton, program versions), `memory` (loads, stores, memory order), `compute`
-(elementwise, reductions), `dot`, `control` (loops, ifs), `shape` (join, split, cat, gather),
-`scan`, `histogram`, `atomics`, over `values` (state and text helpers); per-target choices live in
-`targets/`.
+dispatch skeleton, program versions), `loads`, `slabs` (2-D loads in place from one slab) and
+`stores` (stores, scatters) over `memory` (what they share: access geometry, snapshots),
+`compute` (elementwise expressions as linalg.generic, tiles), `arith` (scalar ops), `reductions`,
+`dot`, `control` (loops, ifs), `shape` (join, split, cat, gather), `scan`, `histogram`,
+`atomics`, over `values` (state and text helpers); per-target choices live in `targets/`.
 """
 from __future__ import annotations
 
 from iree.compiler import ir
 
 from .. import tile as t
-from ..analysis import Facts, analyze
+from ..analysis import analyze
 from ..errors import CompileError
+from ..forms import Facts
+from .arith import ArithEmitter
 from .atomics import AtomicEmitter
 from .compute import ComputeEmitter
 from .control import ControlEmitter
 from .dot import DotEmitter
 from .histogram import HistogramEmitter
+from .loads import LoadEmitter
 from .map_elementwise import MapElementwiseEmitter
-from .memory import MemoryEmitter
 from .module import ModuleEmitter
 from .options import EmitOptions
+from .reductions import ReductionEmitter
 from .scan import ScanEmitter
 from .shape import ShapeEmitter
+from .slabs import SlabEmitter
+from .stores import StoreEmitter
 from .targets.cpu import CpuTiling, cpu_options
 from .targets.gpu import GpuTiling, drop_shortcuts, gpu_options, sink_stored_reshapes
 
@@ -50,8 +56,9 @@ __all__ = ["CpuTiling", "EmitOptions", "Emitter", "GpuTiling", "cpu_options", "e
            "lower", "verify"]
 
 
-class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlEmitter, ShapeEmitter,
-              ScanEmitter, HistogramEmitter, AtomicEmitter, MapElementwiseEmitter):
+class Emitter(ModuleEmitter, LoadEmitter, SlabEmitter, StoreEmitter, ComputeEmitter, ArithEmitter, ReductionEmitter,
+              DotEmitter, ControlEmitter, ShapeEmitter, ScanEmitter, HistogramEmitter, AtomicEmitter,
+              MapElementwiseEmitter):
     """The whole emitter: see the modules of this package."""
 
 

@@ -3,7 +3,7 @@ tensor), peeled loops whose tail is masked, `scf.while`, and `scf.if`."""
 from __future__ import annotations
 
 from .. import tile as t
-from ..analysis import Carried
+from ..forms import Carried
 from .values import EmitterBase, _Tensor, literal
 
 class ControlEmitter(EmitterBase):

@@ -8,7 +8,7 @@ from iree.compiler import ir
 
 from .. import tile as t
 from ..errors import InputError, TritonIreeError, UnsupportedError
-from ..reader import ELEMENTWISE_OPS, _scalar_of_attr
+from ..ttir import ELEMENTWISE_OPS, _scalar_of_attr
 from .values import _CASTS_TO_INDEX, Alloc, BufView, TTSharedBase, Undef, Window, _shape
 
 

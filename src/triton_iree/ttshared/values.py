@@ -12,7 +12,7 @@ from iree.compiler import ir
 from .. import tile as t
 from ..errors import TritonIreeError, UnsupportedError
 from ..locations import source_loc
-from ..reader import CMPF_PREDICATES, CMPI_PREDICATES, ELEMENTWISE_OPS, _scalar_of_attr
+from ..ttir import CMPF_PREDICATES, CMPI_PREDICATES, ELEMENTWISE_OPS, _scalar_of_attr
 
 Scalar = Union[int, t.Value]   # a static integer or an i64 scalar value
 
