@@ -10,7 +10,6 @@ from .. import tile as t
 from . import fp8_bits
 from ..analysis import closed_form_reduce, uniform_scalar
 from ..errors import TYPE_NAMES, python_name, tile_op_name
-from .targets.gpu import reduced_on_one_thread
 from .values import (_BF16_EXACT, _CASTS, _CHEAP_OPS, _INT_DIVS, EmitterBase, _Body, _bytes, _Tensor,
                      literal)
 
@@ -451,7 +450,7 @@ class ComputeEmitter(EmitterBase):
         if self.llvmgpu and closed_form_reduce(op):
             self._closed_form(op)
             return
-        if self.llvmgpu and (reduced_on_one_thread(op) or self.gpu_scatters and op.to_scalar or
+        if self.llvmgpu and (self.options.gpu_tiling.reduced_on_one_thread(op) or self.gpu_scatters and op.to_scalar or
                              self.gpu_whole_reductions and not op.to_scalar and
                              all(r.type.numel == 1 for r in op.results)):
             # (The second: a reduction to one element kept as a tile, in a dispatch IREE
