@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from ..errors import InputError, LaunchError, UnsupportedError
+from ..errors import LaunchError, UnsupportedError
 from .base import COPIED, DEVICE, HOST, Target
 from .cpu import LlvmCpu
 from .llvmgpu import Cuda, Hip
@@ -41,10 +41,10 @@ UNVALIDATED_TARGETS_VAR = "TRITON_IREE_UNVALIDATED_TARGETS"
 
 
 def target_class(name: str) -> type[Target]:
-    """The class of the target `name` (or of its alias)."""
+    """The class of the target `name` (or of its alias); ValueError for an unknown name."""
     cls = REGISTRY.get(ALIASES.get(name, name))
     if cls is None:
-        raise InputError(f"unknown target '{name}' (expected {', '.join(NAMES[:-1])} or {NAMES[-1]})")
+        raise ValueError(f"unknown target '{name}' (expected {', '.join(NAMES[:-1])} or {NAMES[-1]})")
     return cls
 
 
