@@ -36,7 +36,9 @@ def _target_help() -> str:
 
 def _arch_help() -> str:
     """Each GPU target's default and known architectures, for --arch's help."""
-    return "; ".join(f"for {n} {c.default_arch} (the default), {', '.join(a for a in c.known_arches if a != c.default_arch)}, ..."
+    def arches(c) -> str:
+        return ", ".join(a for a in c.known_arches if a != c.default_arch)
+    return "; ".join(f"for {n} {c.default_arch} (the default), {arches(c)}, ..."
                      for n, c in targets.REGISTRY.items() if c.default_arch)
 
 

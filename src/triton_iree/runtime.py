@@ -177,8 +177,8 @@ class LoadedKernel:
         spans = check_arguments(self.dev, plans, values, grid, self.name)
         if shared is not None and shared.needed(spans):
             if self.dev.memory == targets.COPIED:
-                raise LaunchError(f"pointer arguments that share memory are not supported on {self.dev.driver}, where each "
-                                  "tensor is passed as a copy; nothing ran", kernel=self.name)
+                raise LaunchError(f"pointer arguments that share memory are not supported on {self.dev.driver}, "
+                                  "where each tensor is passed as a copy; nothing ran", kernel=self.name)
             return shared.kernel(self).launch(plans, values, grid)
         ctx = self.main
         if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
