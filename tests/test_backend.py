@@ -13,7 +13,7 @@ import triton.language as tl
 import triton_iree
 from triton_iree import LaunchError, UnsupportedError
 from triton_iree import compile as iree_compile
-from triton_iree import runtime
+from triton_iree import runtime, targets
 
 import kernels as K
 
@@ -177,7 +177,7 @@ def test_triton_always_compile_runs_iree_compile_despite_its_cache(tmp_path, mon
     module = ("func.func @neg(%x: tensor<7xf32>) -> tensor<7xf32> {\n"
               "  %y = arith.negf %x : tensor<7xf32>\n  return %y : tensor<7xf32>\n}\n")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    target = iree_compile.make_target("llvm-cpu")
+    target = targets.make_target("llvm-cpu")
 
     def compiles(always: str) -> int:
         monkeypatch.setenv("TRITON_ALWAYS_COMPILE", always)
@@ -244,11 +244,11 @@ def test_triton_kernel_override_of_ttir_works_and_of_the_iree_module_is_refused(
 
 
 def test_iree_cache_key_covers_module_target_flags_version_and_cpu(monkeypatch):
-    t = iree_compile.make_target("llvm-cpu")
+    t = targets.make_target("llvm-cpu")
     key = iree_compile.cache_key("m", t)
-    assert key == iree_compile.cache_key("m", iree_compile.make_target("llvm-cpu"))
+    assert key == iree_compile.cache_key("m", targets.make_target("llvm-cpu"))
     assert key != iree_compile.cache_key("m2", t)
-    assert key != iree_compile.cache_key("m", iree_compile.make_target("llvm-cpu", cpu="generic"))
+    assert key != iree_compile.cache_key("m", targets.make_target("llvm-cpu", cpu="generic"))
     assert key != iree_compile.cache_key("m", t, ("--iree-opt-level=O3",))
     with monkeypatch.context() as mp:
         mp.setattr(iree_compile, "iree_version", lambda: "0.0.1")

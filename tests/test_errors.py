@@ -19,7 +19,7 @@ import triton.language as tl
 import triton_iree
 from triton_iree import CompileError, LaunchError, UnsupportedError, reader
 from triton_iree.backend import compiler
-from triton_iree import compile as iree_compile
+from triton_iree import compile as iree_compile, targets
 from triton_iree.ttshared import prepare
 
 import kernels as K
@@ -58,22 +58,22 @@ def test_u64_scalars_of_2_pow_63_and_above_compute_as_unsigned(x):
 
 @pytest.mark.parametrize("target", ["hip", "rocm", "vulkan"])
 def test_gpu_targets_are_refused_until_validated(target, monkeypatch):
-    monkeypatch.delenv(iree_compile.UNVALIDATED_TARGETS_VAR, raising=False)
+    monkeypatch.delenv(targets.UNVALIDATED_TARGETS_VAR, raising=False)
     with pytest.raises(UnsupportedError, match="not validated yet.*wrong answers"):
         triton_iree.activate(target)
-    with pytest.raises(UnsupportedError, match=iree_compile.UNVALIDATED_TARGETS_VAR):
-        iree_compile.make_target(target)
-    monkeypatch.setenv(iree_compile.UNVALIDATED_TARGETS_VAR, "1")
-    assert iree_compile.make_target(target).driver != "local-task"
+    with pytest.raises(UnsupportedError, match=targets.UNVALIDATED_TARGETS_VAR):
+        targets.make_target(target)
+    monkeypatch.setenv(targets.UNVALIDATED_TARGETS_VAR, "1")
+    assert targets.make_target(target).driver != "local-task"
 
 
 def test_cuda_is_validated_for_triton_kernels_but_not_for_linalg_input(monkeypatch):
     """CUDA code generation passed the test suite's GPU part on an H200 (tests/plugins/on_target.py);
     triton-shared's linalg carries no GPU lowering configuration and stays refused."""
-    monkeypatch.delenv(iree_compile.UNVALIDATED_TARGETS_VAR, raising=False)
-    assert iree_compile.make_target("cuda").driver == "cuda"
+    monkeypatch.delenv(targets.UNVALIDATED_TARGETS_VAR, raising=False)
+    assert targets.make_target("cuda").driver == "cuda"
     with pytest.raises(UnsupportedError, match="not validated yet for linalg input"):
-        iree_compile.make_target("cuda", triton=False)
+        targets.make_target("cuda", triton=False)
 
 
 def _fake_iree_compile(tmp_path, monkeypatch, body: str) -> Path:
@@ -92,7 +92,7 @@ def _fake_iree_compile(tmp_path, monkeypatch, body: str) -> Path:
 def test_a_crashing_iree_compile_reports_its_signal_and_a_reproducer(tmp_path, monkeypatch):
     _fake_iree_compile(tmp_path, monkeypatch, "echo 'Stack dump:' >&2; kill -SEGV $$")
     with pytest.raises(CompileError) as e:
-        iree_compile.compile_module("module {}", iree_compile.make_target(), name="crashy", use_cache=False)
+        iree_compile.compile_module("module {}", targets.make_target(), name="crashy", use_cache=False)
     first = str(e.value).splitlines()[0]
     assert "signal SIGSEGV (11)" in first and "crashed" in first and "to reproduce: " in first
     command = first.split("to reproduce: ", 1)[1].split()
@@ -108,17 +108,17 @@ def test_compile_time_limit(tmp_path, monkeypatch):
     monkeypatch.setenv(iree_compile.TIMEOUT_VAR, "1.5")
     t0 = time.monotonic()
     with pytest.raises(CompileError, match=r"1\.5 s limit.*TRITON_IREE_COMPILE_TIMEOUT"):
-        iree_compile.compile_module("module {}", iree_compile.make_target(), name="slow", use_cache=False)
+        iree_compile.compile_module("module {}", targets.make_target(), name="slow", use_cache=False)
     assert time.monotonic() - t0 < 30
     monkeypatch.setenv(iree_compile.TIMEOUT_VAR, "soon")
     with pytest.raises(CompileError, match="not a positive number"):
-        iree_compile.compile_module("module {}", iree_compile.make_target(), name="slow", use_cache=False)
+        iree_compile.compile_module("module {}", targets.make_target(), name="slow", use_cache=False)
 
 
 def test_a_failed_compile_names_only_files_that_exist(tmp_path, monkeypatch):
     _fake_iree_compile(tmp_path, monkeypatch, "echo \"$1:1:1: error: no\" >&2; exit 1")
     with pytest.raises(CompileError) as e:
-        iree_compile.compile_module("module {}", iree_compile.make_target(), name="bad", use_cache=False)
+        iree_compile.compile_module("module {}", targets.make_target(), name="bad", use_cache=False)
     command = str(e.value).splitlines()[1].split()
     assert command[0] == "$" and command[1].endswith("iree-compile")
     kept = Path(command[2])
@@ -159,7 +159,7 @@ def test_a_long_compile_says_once_what_it_compiles_unless_quiet(tmp_path, monkey
     for quiet in ("0", "1"):
         monkeypatch.setenv(iree_compile.QUIET_VAR, quiet)
         with pytest.raises(CompileError, match="4 s limit"):
-            iree_compile.compile_module("module {}", iree_compile.make_target(), name="hangs", use_cache=False)
+            iree_compile.compile_module("module {}", targets.make_target(), name="hangs", use_cache=False)
         err = capsys.readouterr().err
         assert err == ("" if quiet == "1" else "triton-iree: compiling hangs for llvm-cpu ...\n")
 
@@ -172,7 +172,7 @@ def test_an_announced_compile_also_says_when_it_is_done(tmp_path, monkeypatch, c
     monkeypatch.delenv(iree_compile.QUIET_VAR, raising=False)
     module = ("func.func @neg(%x: tensor<7xf32>) -> tensor<7xf32> {\n"
               "  %y = arith.negf %x : tensor<7xf32>\n  return %y : tensor<7xf32>\n}\n")
-    vmfb = iree_compile.compile_module(module, iree_compile.make_target(), name="slow3", use_cache=False)
+    vmfb = iree_compile.compile_module(module, targets.make_target(), name="slow3", use_cache=False)
     assert vmfb
     start, done = capsys.readouterr().err.splitlines()
     assert start == "triton-iree: compiling slow3 for llvm-cpu ..."
@@ -191,8 +191,8 @@ def test_iree_compile_dies_with_the_process_that_started_it(tmp_path, monkeypatc
     pidfile = tmp_path / "child.pid"
     _fake_iree_compile(tmp_path, monkeypatch, f"echo $$ > {pidfile}\nexec sleep 120")
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        from triton_iree import compile as c
-        c.compile_module("module {}", c.make_target(), name="orphan", use_cache=False)
+        from triton_iree import compile as c, targets
+        c.compile_module("module {}", targets.make_target(), name="orphan", use_cache=False)
     """)])
     try:
         deadline = time.monotonic() + 60

@@ -123,8 +123,8 @@ def _fake_iree_compile(tmp_path, monkeypatch, body: str) -> None:
 
 def _compile_in_child(name: str) -> "subprocess.Popen":
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        from triton_iree import compile as c
-        c.compile_module("module {{}}", c.make_target(), name="{name}", use_cache=False)
+        from triton_iree import compile as c, targets
+        c.compile_module("module {{}}", targets.make_target(), name="{name}", use_cache=False)
     """)], stderr=subprocess.DEVNULL)
 
 
@@ -132,6 +132,7 @@ def _compile_in_child(name: str) -> "subprocess.Popen":
 def test_the_working_directory_of_a_compile_killed_midway_is_removed_by_the_next_compile(tmp_path, monkeypatch):
     from triton_iree import CompileError
     from triton_iree import compile as iree_compile
+    from triton_iree.targets import make_target
     started = tmp_path / "started"
     _fake_iree_compile(tmp_path, monkeypatch, f"touch {started}\nexec sleep 120")
     victims = []
@@ -153,7 +154,7 @@ def test_the_working_directory_of_a_compile_killed_midway_is_removed_by_the_next
     kept, = tmp_path.glob("triton-iree-*crashed-*")
     _fake_iree_compile(tmp_path, monkeypatch, "exit 1")
     with pytest.raises(CompileError) as e:
-        iree_compile.compile_module("module {}", iree_compile.make_target(), name="next", use_cache=False)
+        iree_compile.compile_module("module {}", make_target(), name="next", use_cache=False)
     assert not any(v.exists() for v in victims)
     assert (kept / "crashed.iree.mlir").read_text() == "module {}"
     # A failed compile keeps the input its message names (removed once its process is gone).

@@ -6,6 +6,8 @@ import triton
 import triton.language as tl
 
 from triton_iree import lowering
+from triton_iree.targets import make_target
+from triton_iree.targets.cpu import CpuTiling
 
 from helpers import add_program, edge_sizes, facts_and_module, tile_program
 
@@ -41,12 +43,12 @@ def _matmul_module(options, **consts):
 
 
 def test_cpu_lowering_configs_one_root_on_a_matmul():
-    text = _matmul_module(lowering.EmitOptions(max_workgroups=128, cpu_tiling=lowering.CpuTiling()),
+    text = _matmul_module(lowering.EmitOptions(max_workgroups=128, cpu_tiling=CpuTiling()),
                           BLOCK_M=64, BLOCK_N=64, BLOCK_K=64)
     assert text.count("#iree_codegen.compilation_info") == 1
     root = next(ln for ln in text.splitlines() if "compilation_info" in ln)
     assert "linalg.matmul" in root and "DoubleTilingExpert" in root
-    par, red = lowering.CpuTiling().tile_sizes("matmul", (64, 64, 64), ("parallel", "parallel", "reduction"), 4)
+    par, red = CpuTiling().tile_sizes("matmul", (64, 64, 64), ("parallel", "parallel", "reduction"), 4)
     assert f"vector_common_parallel = {par}, vector_reduction = {red}" in root
     for ln in text.splitlines():
         if "linalg." in ln and " = linalg." in ln and "linalg.index" not in ln:
@@ -60,7 +62,7 @@ def test_no_lowering_configs_without_a_matmul_or_cpu_tiling():
     _, text = facts_and_module(add_program(1024))
     assert "lowering_config" not in text
     k = add_program(1024)
-    assert "lowering_config" not in lowering.lower(k, lowering.cpu_options())
+    assert "lowering_config" not in lowering.lower(k, make_target("llvm-cpu").emit_options())
     assert "lowering_config" not in _matmul_module(lowering.EmitOptions())
 
 
@@ -68,7 +70,7 @@ def test_matmul_full_version_form():
     # Full version: the K loop is split at the peel point into its full iterations, which load
     # in place without masking (no transfers, no row loops, no tiles filled with `other`), and
     # the tail; the masked version follows. (What the loops compute is checked by running them.)
-    text = _matmul_module(lowering.EmitOptions(cpu_tiling=lowering.CpuTiling()))
+    text = _matmul_module(lowering.EmitOptions(cpu_tiling=CpuTiling()))
     full, masked = text.split("} else {", 1)
     loops = [ln for ln in full.splitlines() if "scf.for %iv" in ln]
     assert len(loops) == 2
@@ -209,7 +211,7 @@ def _window_module():
     from helpers import tile_program
     sig = dict(x_ptr="*fp32", out_ptr="*fp32", R="i32", C="i32", stride="i32", BLOCK_R="constexpr",
                BLOCK_C="constexpr")
-    return lowering.lower(tile_program(K.window_kernel, sig, dict(BLOCK_R=8, BLOCK_C=16)), lowering.cpu_options())
+    return lowering.lower(tile_program(K.window_kernel, sig, dict(BLOCK_R=8, BLOCK_C=16)), make_target("llvm-cpu").emit_options())
 
 
 @pytest.mark.parametrize("R,C,stride,n", [(8, 16, 20, 7 * 20 + 16), (16, 32, 40, 15 * 40 + 32), (40, 50, 64, 39 * 64 + 50),
@@ -228,7 +230,7 @@ def test_every_slice_of_a_2d_load_is_inside_its_buffer(R, C, stride, n):
 
 @pytest.mark.parametrize("lead", [0, 5])
 def test_every_slice_of_vector_add_is_inside_its_buffer(lead):
-    text = lowering.lower(add_program(256), lowering.cpu_options())
+    text = lowering.lower(add_program(256), make_target("llvm-cpu").emit_options())
     for n in edge_sizes(256):
         bounds = _SliceBounds()
         assert bounds.run(text, [n + lead] * 3 + [n, -(-n // 256), 1, 1] + [lead] * 3) == [], n
@@ -270,7 +272,7 @@ CE_SIG = dict(x_ptr="*fp32", stride="i32", y_ptr="*i64", loss_ptr="*fp32", n_col
 def test_elementwise_tiles_read_by_one_op_are_computed_inside_it():
     # g is read twice by one expression: as a tile of its own, IREE fuses it into the `where`
     # and the fused op loses its lowering_config, so it was vectorized whole (32768 lanes).
-    text = lowering.lower(tile_program(_row_cross_entropy, CE_SIG, dict(BLOCK=32768)), lowering.cpu_options())
+    text = lowering.lower(tile_program(_row_cross_entropy, CE_SIG, dict(BLOCK=32768)), make_target("llvm-cpu").emit_options())
     assert "compilation_info" in text
     generics = re.findall(r"(%g\d+) = linalg.generic", text)
     assert generics
@@ -350,7 +352,7 @@ def test_no_generic_reads_an_i1_tile_of_another():
     # gathered weights times the 64x128 accumulator) lost its lowering_config and was
     # vectorized whole: one 8192-lane gather, minutes of compile time.
     text = lowering.lower(tile_program(_moe_down_proj_backward, MOE_SIG,
-                                       dict(H=256, I=512, BM=64, BN=128, BK=64)), lowering.cpu_options())
+                                       dict(H=256, I=512, BM=64, BN=128, BK=64)), make_target("llvm-cpu").emit_options())
     masks = re.findall(r"(%g\d+) = linalg.generic [^\n]*-> tensor<[0-9x]+xi1>", text)
     masks += [m for m, ty in re.findall(r"(%g\d+) = linalg.generic .*?\n\s*\} -> (tensor<[^>]*>)", text, re.S)
               if ty.endswith("xi1>")]

@@ -1,4 +1,4 @@
-"""The GPU lowering (lowering/targets/gpu.py and its users) as IREE's CUDA code generation sees it:
+"""The GPU lowering (targets/gpu.py, targets/llvmgpu.py and their users) as IREE's CUDA code generation sees it:
 the emitted form, and the machine code iree-compile makes of it for sm_80. A program's tile must
 be spread over the workgroup's threads: a stack array the size of a whole tile in the LLVM IR
 means every thread handles the whole tile (measured on an H200: softmax and layer norm 500 to
@@ -760,7 +760,8 @@ def _sqrt_kernel(x_ptr, out_ptr, rn_ptr, BLOCK: tl.constexpr):
 def test_f32_square_roots_are_correctly_rounded_on_cuda(tmp_path):
     """IREE takes f32 sqrt from libdevice, sqrt.approx (1 ulp off, seen on the H200 through
     libdevice.sqrt) unless the target sets __CUDA_PREC_SQRT: sqrt_rn must be sqrt.rn."""
-    from triton_iree.compile import command_line, make_target
+    from triton_iree.compile import command_line
+    from triton_iree.targets import make_target
     src = tmp_path / "m.mlir"
     src.write_text(_module(_sqrt_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "rn_ptr": "*fp32"}, {"BLOCK": 128}, 4))
     cmd = command_line(make_target("cuda", arch="sm_80"), str(src), str(tmp_path / "m.vmfb"),
@@ -790,12 +791,13 @@ def test_a_store_followed_by_an_access_to_its_memory_makes_the_workgroup_wait():
     from triton_iree import reader
     from triton_iree.analysis import analyze
     from triton_iree.backend.compiler import kernel_ttir
-    from triton_iree.lowering import emit_module, gpu_options
+    from triton_iree.lowering import emit_module
+    from triton_iree.targets import make_target
     assert _module(raw_kernel, {"p_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, 4).count("gpu.barrier") == 1
     sig = {"p_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
     assert "gpu.barrier" not in _module(war_other_buffer_kernel, sig, {"BLOCK": 64}, 4)
     k = reader.read_ttir(kernel_ttir(war_other_buffer_kernel, {**sig, "BLOCK": "constexpr"}, {"BLOCK": 64}))
-    shared = emit_module(k, analyze(k), replace(gpu_options(4, "cuda", "sm_80"), may_alias=True))
+    shared = emit_module(k, analyze(k), replace(make_target("cuda", arch="sm_80").emit_options(4), may_alias=True))
     assert shared.count("gpu.barrier") == 1   # arguments that share memory: out may overlap p
 
 
@@ -932,7 +934,7 @@ def test_sinking_stored_reshapes_keeps_the_results(fn, R, C, monkeypatch):
     """The CUDA program's stores (`sink_stored_reshapes`), run on the CPU against torch."""
     import torch
     from triton_iree import lowering, tile as t
-    from triton_iree.lowering.targets.gpu import sink_stored_reshapes
+    from triton_iree.targets.llvmgpu import sink_stored_reshapes
 
     lower, sunk = lowering.lower, []
 

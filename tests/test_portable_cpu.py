@@ -5,21 +5,22 @@ import subprocess
 import sys
 
 from triton_iree import compile as iree_compile
-from triton_iree.lowering.targets import cpu
+from triton_iree import targets
+from triton_iree.targets import cpu
 
 
 def test_named_cpu_is_in_the_flags_and_the_cache_key_has_no_host_identity(monkeypatch):
     monkeypatch.delenv(cpu.CPU_VAR, raising=False)
-    host = iree_compile.make_target("llvm-cpu")
+    host = targets.make_target("llvm-cpu")
     assert "--iree-llvmcpu-target-cpu=host" in host.flags
     assert iree_compile.cpu_key(host) == iree_compile.host_cpu_id() != ""
     monkeypatch.setenv(cpu.CPU_VAR, "x86-64-v3")
-    v3 = iree_compile.make_target("llvm-cpu")
+    v3 = targets.make_target("llvm-cpu")
     assert "--iree-llvmcpu-target-cpu=x86-64-v3" in v3.flags
     assert iree_compile.cpu_key(v3) == ""
     assert iree_compile.cache_key("m", v3) != iree_compile.cache_key("m", host)
     monkeypatch.setenv(cpu.CPU_VAR, "generic")
-    assert iree_compile.cache_key("m", iree_compile.make_target("llvm-cpu")) != iree_compile.cache_key("m", v3)
+    assert iree_compile.cache_key("m", targets.make_target("llvm-cpu")) != iree_compile.cache_key("m", v3)
 
 
 def test_the_host_cpu_is_read_in_one_place(monkeypatch):
@@ -66,7 +67,7 @@ def _lower(kernel, sig, consts, tiling):
 
 def test_row_reductions_get_several_vector_accumulators_and_2d_ones_keep_iree_s_config():
     from triton_iree import kernels as K
-    from triton_iree.lowering import CpuTiling
+    from triton_iree.targets.cpu import CpuTiling
     tiling = CpuTiling(vector_bytes=32, elementwise_bytes=32, matmul_rows=4)
     sig = dict(out_ptr="*fp32", in_ptr="*fp32", in_row_stride="i32", out_row_stride="i32", n_rows="i32",
                n_cols="i32", BLOCK_SIZE="constexpr")

@@ -9,6 +9,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from triton_iree import lowering
+from triton_iree.targets import make_target
 
 from helpers import tile_program
 
@@ -37,7 +38,7 @@ def test_a_computed_tile_stored_by_rows_is_stored_from_a_copy():
     """IREE moves the elementwise op computing a tile into the row loop of its store; with rstd
     also stored, its llvm-cpu tiling of that loop never finished (iree-compile ran until the
     time limit). Each row stored from a computed tile is a slice of a linalg.copy of it."""
-    text = lowering.lower(tile_program(layer_norm_rows, SIG, dict(N=128, ROWS=8)), lowering.cpu_options())
+    text = lowering.lower(tile_program(layer_norm_rows, SIG, dict(N=128, ROWS=8)), make_target("llvm-cpu").emit_options())
     defs = {m.group(1): m.group(2) for m in re.finditer(r"(%[\w.]+) = ([\w.]+)", text)}
     lines = text.splitlines()
     row_stores = []

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 from torch.profiler import ProfilerActivity, profile
 
-from triton_iree import runtime
+from triton_iree import runtime, targets
 
 
 @triton.jit
@@ -149,7 +149,7 @@ def test_dlpack_import_path_is_zero_copy_and_runs():
     # Devices that are not local import through DLPack (`from_dlpack_capsule`). Run that path
     # on the local-task device under another driver name.
     dev = runtime.get_device("local-task")
-    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module)
+    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64)
     base = torch.rand(1000 + 16)
     x, y = base[16:], torch.rand(1000)
     out = torch.full((1000,), -1.0)
@@ -166,7 +166,7 @@ def test_dlpack_import_path_is_zero_copy_and_runs():
                                    dict(x_ptr="*fp32", y_ptr="*fp32", out_ptr="*fp32", n="i32"), "axpy")
     out.fill_(-1.0)
     values, grid = (x, y, out, n), (triton.cdiv(n, block), 1, 1)
-    spans = runtime.check_arguments(dl, plans, values, grid, "axpy")
+    spans = runtime.check_arguments(dev, plans, values, grid, "axpy")   # dl's would refuse CPU tensors
     loaded._invoke(loaded.main, runtime.build_arguments(dl, plans, values, grid, spans))
     assert torch.equal(out, 2 * x + y)
 
@@ -196,7 +196,7 @@ def test_from_numpy_tensors_that_are_only_16_byte_aligned_are_used_in_place(misa
 def test_dlpack_import_of_fp8_tensors():
     """IREE's DLPack import knows no fp8 types: fp8 tensors go through as bytes, retyped."""
     dev = runtime.get_device("local-task")
-    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module)
+    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64)
     t = torch.arange(64, dtype=torch.float32).to(torch.float8_e5m2)
     bv = runtime.import_tensor(dl, t, "f8E5M2")
     assert int(bv.element_type) == int(runtime.rt.HalElementType.FLOAT_8_E5M2)
@@ -217,9 +217,9 @@ def _big_frame_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def _stack_of(kernel, sig, consts):
-    from triton_iree import aot, compile as iree_compile
+    from triton_iree import aot, compile as iree_compile, targets
     module = aot.compile_kernel(kernel, sig, consts, vmfb=False).module
-    return iree_compile.build(module, iree_compile.make_target(), name=kernel.__name__).stack_bytes
+    return iree_compile.build(module, targets.make_target(), name=kernel.__name__).stack_bytes
 
 
 def test_iree_reports_the_stack_its_cpu_code_needs():

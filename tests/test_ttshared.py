@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import iree.runtime as rt
 
-from triton_iree import analysis, compile as iree_compile, forms, ttshared
+from triton_iree import analysis, compile as iree_compile, forms, targets, ttshared
 from triton_iree.errors import InputError, UnsupportedError
 
 from helpers import edge_sizes
@@ -32,7 +32,7 @@ def data(name: str) -> str:
 
 def compile_text(text: str, name: str) -> bytes:
     module = ttshared.prepare(text, name)
-    return iree_compile.compile_module(module, iree_compile.make_target("llvm-cpu"), name=Path(name).stem)
+    return iree_compile.compile_module(module, targets.make_target("llvm-cpu"), name=Path(name).stem)
 
 
 def run(vmfb: bytes, function: str, *args):

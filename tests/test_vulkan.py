@@ -27,7 +27,7 @@ import pytest
 import torch
 import triton
 
-from triton_iree import aot, compile as iree_compile, kernels as K, runtime
+from triton_iree import aot, kernels as K, runtime, targets
 from triton_iree.errors import LaunchError
 
 ARCH = os.environ.get("TRITON_IREE_TEST_VULKAN_ARCH", "llvmpipe")
@@ -36,7 +36,7 @@ ARCH = os.environ.get("TRITON_IREE_TEST_VULKAN_ARCH", "llvmpipe")
 def vulkan():
     """The vulkan device, with GPU targets allowed; skips without one, fails in CI."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(iree_compile.UNVALIDATED_TARGETS_VAR, "1")
+        mp.setenv(targets.UNVALIDATED_TARGETS_VAR, "1")
         try:
             dev = runtime.get_device("vulkan")
         except LaunchError as e:

@@ -28,7 +28,8 @@ from triton.backends.compiler import GPUTarget
 from triton.runtime.jit import JITFunction, TensorWrapper
 
 from triton_iree import native
-from triton_iree.compile import compile_module, make_target
+from triton_iree.compile import compile_module
+from triton_iree.targets import make_target
 
 OUT = Path(os.environ.get("TRITON_IREE_RECORD", "gpu-record"))
 MAX_PER_TEST = 2   # launches recorded per test (parametrizations already vary the launch)

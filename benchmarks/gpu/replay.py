@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pack_codegen import MANIFEST, error_kind  # noqa: E402
 
 from triton_iree import runtime  # noqa: E402
-from triton_iree.aot import DRIVERS, Launcher  # noqa: E402
+from triton_iree import targets  # noqa: E402
+from triton_iree.aot import Launcher  # noqa: E402
 
 # Tolerances per element type: the GPU's math functions and fused multiply-adds round
 # differently from the CPU's.
@@ -108,7 +109,8 @@ class Replayer:
             if "error" in entry:
                 raise NotCompiled(entry["error"])
             path = self.pack / entry["vmfb"]
-            shared = _Shared(entry, self.pack, rec["kernel"], DRIVERS[self.target]) if entry.get("written") else None
+            driver = targets.target_class(self.target).driver
+            shared = _Shared(entry, self.pack, rec["kernel"], driver) if entry.get("written") else None
         if not path.exists():
             raise NotCompiled(f"{path.name} is missing")
         self.found[key] = (path, shared)

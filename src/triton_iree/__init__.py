@@ -16,23 +16,23 @@ try:
 except PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0+src"
 
-TARGETS = ("llvm-cpu", "cuda", "hip", "vulkan")
+from .targets import NAMES as TARGETS
 
 
 def activate(target: str = "llvm-cpu", arch: str | None = None) -> None:
-    """Makes triton-iree Triton's active driver, compiling for `target` (default llvm-cpu).
+    """Makes triton-iree Triton's active driver, compiling for `target` (default llvm-cpu) and
+    launching on its runtime driver.
 
-    cuda is validated (the test suite passes on an NVIDIA GPU); hip and vulkan raise
-    UnsupportedError until their lowering is (see compile.UNVALIDATED_TARGETS_VAR)."""
-    from triton.backends.compiler import GPUTarget
+    cuda is validated (the test suite passes on an NVIDIA GPU); hip, vulkan and metal-spirv
+    raise UnsupportedError until their lowering is (see targets.UNVALIDATED_TARGETS_VAR), and a
+    compile-only target (metal-spirv) raises LaunchError: it cannot launch here."""
     from triton.runtime import driver as triton_driver
 
     from .backend.driver import IreeDriver
-    from .compile import make_target
-    name = make_target(target, arch=arch).name   # refuses unknown and unvalidated targets
-    gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if name == "llvm-cpu" else \
-        GPUTarget("iree", f"{name}:{arch}" if arch else name, 32)
-    triton_driver.set_active(IreeDriver(gpu_target))
+    from .targets import make_target
+    chosen = make_target(target, arch=arch)   # refuses unknown and unvalidated targets
+    chosen.runtime_driver()                    # refuses compile-only targets
+    triton_driver.set_active(IreeDriver(chosen.triton_target()))
 
 
 def prepare(text: str) -> str:

@@ -198,11 +198,10 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     with `num_warps` warps; the IREE module runs on any NVIDIA GPU that runs that PTX.
     """
     from triton._C.libtriton import ir
-    from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource
 
     from .backend.compiler import IreeBackend
-    from .compile import make_target
+    from .targets import make_target
 
     fn = _jit_function(fn, repr(fn))
     if isinstance(signature, str):
@@ -212,9 +211,7 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(full) if name in hinted}
     if native:
         return _compile_native(fn, full, values, attrs, target, arch, vmfb, num_warps, num_stages)
-    name = make_target(target, arch=arch).name   # refuses unknown and unvalidated targets
-    gpu_target = GPUTarget("cpu", "llvm-cpu", 1) if name == "llvm-cpu" else \
-        GPUTarget("iree", f"{name}:{arch}" if arch else name, 32)
+    gpu_target = make_target(target, arch=arch).triton_target()   # refuses unknown and unvalidated targets
     backend = IreeBackend(gpu_target)
     backend.native_fallback = False
     options = backend.parse_options({"num_warps": num_warps})
@@ -234,8 +231,10 @@ def compile_kernel(fn, signature: str | dict[str, str], constexprs: Optional[dic
 
 def _compile_native(fn, full, values, attrs, target, arch, vmfb, num_warps, num_stages) -> AotKernel:
     from . import native
-    from .compile import compile_module, make_target
-    if target != "cuda":
+    from .compile import compile_module
+    from .targets import make_target, target_class
+    chosen = target_class(target)
+    if not chosen.native_mode:
         raise InputError(f"native mode is for --target cuda (Triton's own CUDA kernel), not {target}")
     arch = arch or "sm_90"
     if not arch.startswith("sm_") or not arch[3:].rstrip("a").isdigit():
@@ -243,12 +242,8 @@ def _compile_native(fn, full, values, attrs, target, arch, vmfb, num_warps, num_
     k = native.compile_triton(fn, full, values, arch=int(arch[3:].rstrip("a")), num_warps=num_warps,
                               num_stages=num_stages, attrs=attrs)
     module = native.module(k)
-    out = compile_module(module, make_target("cuda"), name=k.name, use_cache=False) if vmfb else None
+    out = compile_module(module, make_target(chosen.name), name=k.name, use_cache=False) if vmfb else None
     return AotKernel(k.name, module, out)
-
-
-# The IREE runtime driver of each target.
-DRIVERS = {"llvm-cpu": "local-task", "cuda": "cuda", "hip": "hip", "vulkan": "vulkan"}
 
 
 class Launcher:
@@ -263,16 +258,15 @@ class Launcher:
 
     def __init__(self, vmfb: bytes | str | Path, kernel: str, signature: str | dict[str, str],
                  target: str = "llvm-cpu"):
-        from . import runtime
-        if target not in DRIVERS:
-            raise InputError(f"unknown target '{target}' (expected {', '.join(DRIVERS)})")
+        from . import runtime, targets
+        driver = targets.target_class(target).of().runtime_driver()   # refuses compile-only targets
         if not isinstance(vmfb, bytes):
             vmfb = Path(vmfb).read_bytes()
         if isinstance(signature, str):
             signature = parse_signature(signature)
         signature, _ = split_hints(signature)
         self._runtime = runtime
-        self.kernel = runtime.LoadedKernel(vmfb, kernel, DRIVERS[target])
+        self.kernel = runtime.LoadedKernel(vmfb, kernel, driver)
         self.plans = runtime.plan_arguments(list(signature), signature, kernel)
         # The torch dtype each pointer argument's tensor must have, as Triton's launcher types it.
         self.dtypes = {name: types.POINTER_TYPES[ty[1:].lstrip("k")][1] for name, ty in signature.items()

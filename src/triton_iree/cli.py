@@ -9,7 +9,7 @@ import argparse
 import sys
 from importlib import metadata
 
-from . import __version__
+from . import __version__, targets
 from .errors import CompileError, TritonIreeError
 
 
@@ -22,6 +22,24 @@ def _versions() -> str:
             return "not installed"
     return (f"triton-iree {__version__} (triton {of('triton')}, iree {of('iree-base-compiler')}, "
             f"torch {of('torch')})")
+
+
+def _target_help() -> str:
+    """The targets, for --target's help: which are validated, which compile only."""
+    unvalidated = [n for n, c in targets.REGISTRY.items() if not c.validated_for_triton]
+    only = [n for n, c in targets.REGISTRY.items() if c.compile_only]
+    listed = ", ".join(f"{n} (this CPU, or TRITON_IREE_CPU; the default)" if n == "llvm-cpu" else n
+                       for n in targets.NAMES)
+    return (f"{listed}; {', '.join(unvalidated)} are refused unless {targets.UNVALIDATED_TARGETS_VAR}=1; "
+            f"{', '.join(only)}: compile only (its modules cannot be launched here)")
+
+
+def _arch_help() -> str:
+    """Each GPU target's default and known architectures, for --arch's help."""
+    def arches(c) -> str:
+        return ", ".join(a for a in c.known_arches if a != c.default_arch)
+    return "; ".join(f"for {n} {c.default_arch} (the default), {arches(c)}, ..."
+                     for n, c in targets.REGISTRY.items() if c.default_arch)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,12 +63,9 @@ def _parser() -> argparse.ArgumentParser:
                                     "imported: its top-level code runs, except under "
                                     "`if __name__ == \"__main__\":`)")
     comp.add_argument("-o", "--output", required=True, help="output .vmfb (with --emit-mlir: MLIR, '-' for stdout)")
-    comp.add_argument("--target", default="llvm-cpu", choices=["llvm-cpu", "cuda", "hip", "vulkan"],
-                      help="what to compile for: llvm-cpu (this CPU, or TRITON_IREE_CPU; the default), cuda; "
-                           "hip and vulkan are refused unless TRITON_IREE_UNVALIDATED_TARGETS=1")
-    comp.add_argument("--arch", default=None,
-                      help="GPU architecture: for cuda sm_NN (default sm_80; e.g. sm_90), for hip gfxNNN "
-                           "(default gfx942), for vulkan ampere (the default), rdna3, ...; not for llvm-cpu")
+    comp.add_argument("--target", default="llvm-cpu", choices=targets.NAMES,
+                      help=f"what to compile for: {_target_help()}")
+    comp.add_argument("--arch", default=None, help=f"GPU architecture: {_arch_help()}; not for llvm-cpu")
     comp.add_argument("--signature", help="FILE.py:KERNEL only: each non-constexpr parameter's type, "
                                           "e.g. 'x_ptr=*fp32,y_ptr=*fp32,n=i32'")
     comp.add_argument("--constexpr", action="append", default=[], metavar="NAME=VALUE",
@@ -122,7 +137,7 @@ def _cmd_prepare(args) -> None:
     out = prepare(_read(args.input), _source_name(args.input))
     _write(args.output, out)
     if args.print_flags:
-        target = iree_compile.make_target("llvm-cpu")
+        target = targets.make_target("llvm-cpu")
         print(iree_compile.shell_command(iree_compile.flags(target, iree_compile.env_flags())))
 
 
@@ -145,7 +160,7 @@ def _kept_module_path(output: str) -> str:
 def _cmd_compile(args) -> None:
     from . import compile as iree_compile
     triton_input = args.input.endswith(".py") or ".py:" in args.input   # FILE.py:KERNEL
-    target = iree_compile.make_target(args.target, arch=None if args.native else args.arch, triton=triton_input)
+    target = targets.make_target(args.target, arch=None if args.native else args.arch, triton=triton_input)
     if args.print_command:
         _stdout_taken(args, "--print-command")
     if triton_input:

@@ -19,91 +19,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
-from .errors import CompileError, ResourceLimitError, UnsupportedError
+from .errors import CompileError, ResourceLimitError
 from . import host
+from .targets import Target
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Target:
-    """An IREE compilation target and the runtime driver that runs it."""
-    name: str            # llvm-cpu | cuda | hip | vulkan
-    backend: str         # iree-compile's --iree-hal-target-backends value
-    driver: str          # IREE runtime driver
-    flags: tuple[str, ...]
-    arch: str = ""       # GPU architecture (sm_80, gfx942, ampere); "" on CPUs
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.name == "llvm-cpu"
-
-
-# Targets validated against reference results on their real device: llvm-cpu, and for Triton
-# kernels (triton-iree's own lowering) cuda, whose code generation passes the test suite's GPU
-# part on an NVIDIA GPU (benchmarks/gpu/on_target.py). The others build, but are refused unless
-# a developer working on them opts in: hip and vulkan have not run the suite on their GPUs, and
-# linalg input (triton-shared's) carries no GPU lowering configuration, so IREE would tile its
-# dispatches again onto the program id.
-UNVALIDATED_TARGETS_VAR = "TRITON_IREE_UNVALIDATED_TARGETS"
-VALIDATED_FOR_TRITON = ("cuda",)
-
-
-def make_target(name: str = "llvm-cpu", *, cpu: Optional[str] = None, arch: Optional[str] = None,
-                triton: bool = True) -> Target:
-    """The target `name`. A GPU target is refused unless validated for the input (see
-    VALIDATED_FOR_TRITON): `triton`, a Triton kernel (lowered by triton-iree, or Triton's own
-    CUDA kernel in native mode), else linalg input."""
-    if name in ("llvm-cpu", "cpu"):
-        if cpu is None:   # TRITON_IREE_CPU, default "host" (see lowering.targets.cpu.CPU_VAR)
-            from .lowering.targets.cpu import target_cpu
-            cpu = target_cpu()
-        return Target("llvm-cpu", "llvm-cpu", "local-task", (
-            f"--iree-llvmcpu-target-cpu={cpu}",
-            # One Triton program = one workgroup: IREE must not tile and distribute again.
-            "--iree-llvmcpu-disable-distribution",
-            # tl.sum and friends leave the order of a reduction unspecified; let IREE vectorize it.
-            "--iree-llvmcpu-reassociate-fp-reductions",
-            # Triton tiles are large (a 64x64 f32 tile is 16 KiB); allow them on the stack.
-            "--iree-llvmcpu-stack-allocation-limit=1048576",
-            # Loop-carried tiles other than dot accumulators are vectors (16 KiB for 64x64 f32),
-            # and ops IREE rewrites lose their lowering_config and are vectorized whole.
-            "--iree-llvmcpu-fail-on-large-vector=false"))
-    if name == "cuda":
-        arch = arch or "sm_80"
-        # IREE takes f32 math.sqrt from libdevice, whose __nv_sqrtf is sqrt.approx unless
-        # __CUDA_PREC_SQRT is set: 1 ulp off, where Triton's sqrt_rn and libdevice.sqrt are
-        # correctly rounded.
-        target = Target("cuda", "cuda", "cuda", (f"--iree-cuda-target={arch}", "--nvvm-reflect-add=__CUDA_PREC_SQRT=1"),
-                        arch)
-    elif name in ("hip", "rocm"):
-        arch = arch or "gfx942"
-        target = Target("hip", "rocm", "hip", (f"--iree-rocm-target={arch}",), arch)
-    elif name == "vulkan":
-        arch = arch or "ampere"
-        target = Target("vulkan", "vulkan-spirv", "vulkan", (f"--iree-vulkan-target={arch}",), arch)
-    else:
-        raise ValueError(f"unknown target '{name}' (expected llvm-cpu, cuda, hip or vulkan)")
-    validated = triton and target.name in VALIDATED_FOR_TRITON
-    if not validated and os.environ.get(UNVALIDATED_TARGETS_VAR) != "1":
-        what = "" if triton else " for linalg input (triton-shared's)"
-        raise UnsupportedError(f"target '{target.name}' is not validated yet{what}: its lowering may compute wrong "
-                               f"answers (set {UNVALIDATED_TARGETS_VAR}=1 to use it anyway, for work on "
-                               f"the GPU lowering)")
-    return target
-
-
-def target_of(gpu_target) -> Target:
-    """The IREE target a Triton GPUTarget names: 'cpu' is llvm-cpu; 'iree' carries
-    '<target>[:<arch>]' in its arch field."""
-    if gpu_target.backend == "cpu":
-        return make_target("llvm-cpu")
-    name, _, arch = str(gpu_target.arch).partition(":")
-    return make_target(name, arch=arch or None)
 
 
 def iree_version() -> str:

@@ -1,5 +1,5 @@
 """fp64 math that IREE's llvm-cpu code would take from the C math library, which its executables
-cannot link (NO_LIBM_F64 in lowering/targets/cpu.py lists it), written with the f64 and i64 ops
+cannot link (NO_LIBM_F64 in targets/cpu.py lists it), written with the f64 and i64 ops
 it lowers inline (log, exp, sqrt, bit casts, integer and float arithmetic), for every op of that
 list; each within 1 to 3 ulp of numpy's results, measured over its whole range (fmod exact):
 

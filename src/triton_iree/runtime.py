@@ -22,6 +22,7 @@ import iree.runtime as rt
 import numpy as np
 from iree.runtime._binding import create_hal_driver
 
+from . import targets
 from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
 from .errors import DeviceError, LaunchError
@@ -46,11 +47,15 @@ _ELEMENT_TYPES = {
 
 @dataclass
 class Device:
-    """One IREE runtime instance and device per driver (local-task, cuda, ...)."""
+    """One IREE runtime instance and device per driver (local-task, cuda, ...). `memory`: how
+    the driver takes the caller's tensors (`targets.HOST`, `DEVICE` or `COPIED`), imported as
+    buffers aligned to `alignment` bytes; both from the target the driver runs."""
     driver: str
     instance: rt.VmInstance
     device: rt.HalDevice
     hal_module: rt.VmModule
+    memory: str
+    alignment: int
 
 
 _devices: dict[str, Device] = {}
@@ -88,7 +93,9 @@ def get_device(driver: str) -> Device:
                 device = create_hal_driver(driver).create_default_device()
             except Exception as e:  # the runtime raises plain RuntimeError/ValueError
                 raise LaunchError(f"IREE driver '{driver}' is not usable here: {e}") from None
-            dev = Device(driver, instance, device, rt.create_hal_module(instance, device))
+            target = targets.for_driver(driver)
+            dev = Device(driver, instance, device, rt.create_hal_module(instance, device), target.memory,
+                         target.import_alignment)
             _devices[driver] = dev
         return dev
 
@@ -107,21 +114,6 @@ INLINE_MAX_BYTES = 256 << 10
 INLINE_MAX_STACK_BYTES = 256 << 10
 INLINE_DRIVER = "local-sync"
 
-
-# Drivers whose buffers are GPU memory: they take torch CUDA (or ROCm) tensors through DLPack.
-GPU_MEMORY_DRIVERS = ("cuda", "hip")
-
-# Drivers that take torch CPU tensors, with the alignment of the buffer each tensor is passed in
-# (see IMPORT_ALIGNMENT). IREE's CPU drivers import the tensors' memory in place. The vulkan
-# driver gets a copy (`_VulkanCopies`): importing host memory there
-# (VK_EXT_external_memory_host) needs whole pages, and pages a tensor shares with other objects
-# were measured to be corrupted on Mesa's lavapipe (malloc's own lists, in the same process).
-HOST_IMPORT_ALIGNMENT = {"local-task": 64, "local-sync": 64, "vulkan": 64}
-
-
-def takes_host_memory(driver: str) -> bool:
-    """True when `driver` runs on the caller's CPU tensors (imported in place)."""
-    return driver in HOST_IMPORT_ALIGNMENT
 
 
 def torch_uint8():
@@ -188,20 +180,20 @@ class LoadedKernel:
             return checks.launch(self, plans, values, grid, shared)
         spans = check_arguments(self.dev, plans, values, grid, self.name)
         if shared is not None and shared.needed(spans):
-            if self.dev.driver == "vulkan":
-                raise LaunchError("pointer arguments that share memory are not supported on vulkan, where each "
-                                  "tensor is passed as a copy; nothing ran", kernel=self.name)
+            if self.dev.memory == targets.COPIED:
+                raise LaunchError(f"pointer arguments that share memory are not supported on {self.dev.driver}, "
+                                  "where each tensor is passed as a copy; nothing ran", kernel=self.name)
             return shared.kernel(self).launch(plans, values, grid)
         ctx = self.main
         if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
                                sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
             ctx = self.inline or self._make_inline()
-        if ctx.dev.driver == "vulkan":
+        if ctx.dev.memory == targets.COPIED:
             _vulkan_launch.copies = copies = _VulkanCopies()
             args = build_arguments(ctx.dev, plans, values, grid, spans)
             self._invoke(ctx, args)
             return copies.write_back()
-        if not ctx.dev.driver.startswith("local"):
+        if ctx.dev.memory == targets.DEVICE:
             args = build_arguments(ctx.dev, plans, values, grid, spans)
             torch_stream_sync()
             return self._invoke(ctx, args)
@@ -283,10 +275,10 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     """The caller's tensor memory as a HAL buffer view of `dtype` elements (zero-copy), from
     the aligned base of `import_span` to the end of the storage."""
     want = _ELEMENT_TYPES.get(dtype)
-    base, nbytes, _ = span or import_span(tensor, HOST_IMPORT_ALIGNMENT.get(dev.driver, IMPORT_ALIGNMENT))
-    if dev.driver == "vulkan":
+    base, nbytes, _ = span or import_span(tensor, dev.alignment)
+    if dev.memory == targets.COPIED:
         return _vulkan_launch.copies.buffer(dev, tensor, base, nbytes, dtype)
-    if want is not None and nbytes > 0 and dev.driver.startswith("local"):
+    if want is not None and nbytes > 0 and dev.memory == targets.HOST:
         # Host memory: import the address range directly instead of a DLPack round trip
         # (0.5 us a tensor when cached, 1.4 us when not, against 4.5 us through DLPack).
         key = (base, nbytes, want, dev.driver)
@@ -392,10 +384,10 @@ def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
     """Raises before anything runs if an argument is unusable; returns each buffer argument's
     `import_span` (base address, byte length, element offset)."""
     spans = []
-    on_cpu = dev.driver.startswith("local")
-    on_host = takes_host_memory(dev.driver)
-    on_gpu = dev.driver in GPU_MEMORY_DRIVERS
-    alignment = HOST_IMPORT_ALIGNMENT.get(dev.driver, IMPORT_ALIGNMENT)
+    on_cpu = dev.memory == targets.HOST
+    on_gpu = dev.memory == targets.DEVICE
+    on_host = not on_gpu   # CPU tensors, imported in place or copied
+    alignment = dev.alignment
     for plan, v in zip(plans, values):
         if plan.is_buffer:
             try:

@@ -13,7 +13,7 @@ from typing import Any, Dict, Tuple
 
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
 
-from .. import compile as iree_compile
+from .. import compile as iree_compile, targets
 from ..errors import CompileError, ResourceLimitError, UnsupportedError
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class IreeBackend(BaseBackend):
 
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
-        self.iree_target = iree_compile.target_of(target)
+        self.iree_target = targets.from_triton(target)
 
     @functools.lru_cache()
     def hash(self) -> str:
@@ -144,7 +144,7 @@ class IreeBackend(BaseBackend):
     def _lower(self, mod, metadata: dict, options: IreeOptions) -> str:
         from .. import checks, frontend, prints, reader
         from ..analysis import analyze
-        from ..lowering import cpu_options, emit_module, gpu_options, lower
+        from ..lowering import emit_module, lower
         text = frontend.generic_text(mod)
         name = mod.get_entry_func_name()
         log.info("lowering %s for %s (TTIR -> IREE input module)", name, self.iree_target.name)
@@ -162,7 +162,8 @@ class IreeBackend(BaseBackend):
             metadata["checks"] = {"sites": [vars(s) for s in sites], "written": [p.name for p in stored],
                                   "bounds": options.check_bounds}
         target = self.iree_target
-        emit_options = cpu_options() if target.is_cpu else gpu_options(options.num_warps, target.name, target.arch)
+        emit_options = target.emit_options(options.num_warps)
+        target.prepare(kernel)   # the target's rewrites of the tile program
         try:
             module = lower(kernel, emit_options)
             # The variant for pointer arguments that share memory; the launcher picks it.
@@ -211,7 +212,7 @@ class IreeBackend(BaseBackend):
         from .. import libdevice, native
         target = self.iree_target
         ttir = getattr(self, "_ttir", None)
-        if not self.native_fallback or target.name != "cuda" or ttir is None or metadata.get("checks") \
+        if not self.native_fallback or not target.native_mode or ttir is None or metadata.get("checks") \
                 or metadata.get("prints") or libdevice.LIBRARY in ttir:
             return None
         name, options = metadata["name"], self._options
@@ -235,7 +236,7 @@ class IreeBackend(BaseBackend):
         return vmfb
 
 
-def _native_arch(target: iree_compile.Target) -> int:
+def _native_arch(target: targets.Target) -> int:
     """The compute capability Triton compiles native mode's kernel for: the visible GPU's, as
     Triton's own launch does (code generation's sm_80 PTX runs on newer GPUs, but Triton refuses
     some constructs below sm_90: tl.dot_scaled), else the code generation's arch."""
@@ -265,7 +266,7 @@ def _spec_dir(name: str, metadata) -> str:
     return f"{name}/{h[:iree_compile.SPEC_DIGITS]}"
 
 
-def _dump_cached(metadata, target: iree_compile.Target) -> None:
+def _dump_cached(metadata, target: targets.Target) -> None:
     """The dumps of a kernel that Triton found in its cache (no stage ran), from the files
     Triton keeps there; nothing when they are dumped already."""
     root = iree_compile.dump_root()
@@ -299,7 +300,7 @@ def kernel_ttir(fn, signature: dict, constexprs: dict | None = None) -> str:
     from triton.compiler.compiler import ASTSource
 
     from .. import frontend
-    backend = IreeBackend(GPUTarget("cpu", "llvm-cpu", 1))
+    backend = IreeBackend(targets.make_target("llvm-cpu").triton_target())
     options = backend.parse_options({})
     src = ASTSource(fn, signature, constexprs=constexprs or {})
     context = ir.context()

@@ -11,8 +11,7 @@ from typing import Optional
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from .. import compat, prints, runtime
-from ..compile import target_of
+from .. import compat, prints, runtime, targets
 from ..errors import LaunchError
 
 
@@ -58,7 +57,7 @@ class IreeUtils:
     @staticmethod
     def load_binary(name: str, kernel: bytes, shared: int, device):
         target = IreeDriver.current_target
-        loaded = runtime.LoadedKernel(kernel, name, target_of(target).driver)
+        loaded = runtime.LoadedKernel(kernel, name, targets.from_triton(target).runtime_driver())
         return loaded, loaded, 0, 0, 1 << 30
 
     @staticmethod
@@ -95,7 +94,7 @@ class IreeLauncher:
         self.buffers = [i for i, p in enumerate(self.plans) if p.is_buffer]
         from triton.runtime.jit import TensorWrapper   # not at the top: triton.runtime imports this module
         self.wrapper = TensorWrapper
-        self.shared = runtime.SharedMemory.of(metadata, target_of(IreeDriver.current_target))
+        self.shared = runtime.SharedMemory.of(metadata, targets.from_triton(IreeDriver.current_target))
         # Told to the loaded module at the first launch (Triton loads it without the metadata).
         self.stack_bytes = getattr(metadata, "iree_stack_bytes", None)
         self.told = False
@@ -127,7 +126,7 @@ class IreeDriver(DriverBase):
     # The target that `get_current_target` reports; `triton_iree.activate` changes it. Each
     # target is its own "device" to Triton, so kernels compiled for one are never launched
     # on another.
-    current_target: GPUTarget = GPUTarget("cpu", "llvm-cpu", 1)
+    current_target: GPUTarget = targets.LlvmCpu().triton_target()
     _targets: list[GPUTarget] = [current_target]
 
     def __init__(self, target: Optional[GPUTarget] = None):

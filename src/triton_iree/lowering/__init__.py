@@ -24,7 +24,8 @@ dispatch skeleton, program versions), `loads`, `slabs` (2-D loads in place from 
 `stores` (stores, scatters) over `memory` (what they share: access geometry, snapshots),
 `compute` (elementwise expressions as linalg.generic, tiles), `arith` (scalar ops), `reductions`,
 `dot`, `control` (loops, ifs), `shape` (join, split, cat, gather), `scan`, `histogram`,
-`atomics`, over `values` (state and text helpers); per-target choices live in `targets/`.
+`atomics`, over `values` (state and text helpers). Per-target choices come in `EmitOptions`,
+made by the targets (`triton_iree.targets`), which this package never imports.
 """
 from __future__ import annotations
 
@@ -49,11 +50,8 @@ from .scan import ScanEmitter
 from .shape import ShapeEmitter
 from .slabs import SlabEmitter
 from .stores import StoreEmitter
-from .targets.cpu import CpuTiling, cpu_options
-from .targets.gpu import GpuTiling, drop_shortcuts, gpu_options, sink_stored_reshapes
 
-__all__ = ["CpuTiling", "EmitOptions", "Emitter", "GpuTiling", "cpu_options", "emit_module", "gpu_options",
-           "lower", "verify"]
+__all__ = ["EmitOptions", "Emitter", "emit_module", "lower", "verify"]
 
 
 class Emitter(ModuleEmitter, LoadEmitter, SlabEmitter, StoreEmitter, ComputeEmitter, ArithEmitter, ReductionEmitter,
@@ -82,10 +80,8 @@ def verify(module_text: str, kernel: str) -> None:
 
 
 def lower(kernel: t.Kernel, options: EmitOptions = EmitOptions()) -> str:
-    """Tile program -> verified IREE input module: the analyses, then the emitter."""
-    if options.gpu_tiling is not None and not options.gpu_tiling.spirv:
-        drop_shortcuts(kernel)
-        sink_stored_reshapes(kernel)
+    """Tile program -> verified IREE input module: the analyses, then the emitter. The caller
+    applies the target's rewrites of the tile program first (`Target.prepare`)."""
     text = emit_module(kernel, analyze(kernel), options)
     verify(text, kernel.name)
     return text

@@ -10,11 +10,12 @@ class ControlEmitter(EmitterBase):
     """Loops and conditionals."""
 
     def _tiles_as_tensors(self) -> bool:
-        """Vulkan: tiles leave an scf.if and cross an scf.for as tensors (scf.while keeps
-        vectors). IREE's SPIR-V backend has no vectors wider than 4 elements, and a whole tile
-        as a vector stays one. A loop copies its new tile into the iter_arg: IREE's
-        bufferization refuses a loop-carried tensor that is not updated in place."""
-        return self.spirv
+        """Targets with narrow vectors (SPIR-V's have at most 4 elements, and a whole tile as a
+        vector stays one): tiles leave an scf.if and cross an scf.for as tensors (scf.while
+        keeps vectors). A loop copies its new tile into the iter_arg: IREE's bufferization
+        refuses a loop-carried tensor that is not updated in place."""
+        gpu = self.options.gpu_tiling
+        return gpu is not None and gpu.narrow_vectors
 
     @staticmethod
     def _carried_type(v: t.Value, as_tensor: bool = False) -> str:

@@ -133,7 +133,8 @@ class ModuleEmitter(EmitterBase):
                 text = re.sub(f"{c}(?![0-9])", src, text)
             if self.gpu_row_length is not None:
                 attrs = gpu.row_reduction_configs(ops, self.gpu_row_length) or attrs
-            attrs = gpu.spirv_serial_reduction(ops) or attrs
+            if gpu.spirv:
+                attrs = gpu.spirv_serial_reduction(ops) or attrs
         elif self.gpu_mma:
             for d in {o.dispatch for o in ops}:
                 mine = [i for i, o in enumerate(ops) if o.dispatch == d]
@@ -278,7 +279,7 @@ class ModuleEmitter(EmitterBase):
         gpu = self.options.gpu_tiling
         # IREE's SPIR-V backend cannot lower a slab's 2-D view once the slab is in workgroup
         # memory ('failed to legalize unresolved target materialization'): rows instead.
-        self.slab_able = {} if gpu is not None and gpu.spirv else \
+        self.slab_able = {} if gpu is not None and gpu.narrow_vectors else \
             {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
         if not plan and not slabs or not (self.options.full_tiles or self.gpu_mma or self.gpu_row_length):

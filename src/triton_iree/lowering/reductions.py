@@ -10,7 +10,6 @@ from typing import Optional
 from .. import tile as t
 from ..analysis import closed_form_reduce
 from ..errors import tile_op_name
-from .targets.gpu import reduced_on_one_thread
 from .values import EmitterBase, _Body, _Tensor, literal
 
 
@@ -68,8 +67,8 @@ class ReductionEmitter(EmitterBase):
         if self.llvmgpu and closed_form_reduce(op):
             self._closed_form(op)
             return
-        if self.llvmgpu and (reduced_on_one_thread(op) or self.gpu_scatters and op.to_scalar or
-                             self.gpu_whole_reductions and not op.to_scalar and
+        if self.llvmgpu and (self.options.gpu_tiling.reduced_on_one_thread(op) or
+                             self.gpu_scatters and op.to_scalar or self.gpu_whole_reductions and not op.to_scalar and
                              all(r.type.numel == 1 for r in op.results)):
             # (The second: a reduction to one element kept as a tile, in a dispatch IREE
             # configures for a reduction to a scalar: IREE failed to distribute the two.)

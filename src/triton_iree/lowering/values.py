@@ -12,7 +12,6 @@ from ..analysis import Carried, Cond, Facts, GatherAccess, Poly, closed_form_red
 from ..errors import UnsupportedError
 from ..memory_order import snapshot_loads, stores_before_access
 from .options import EmitOptions
-from .targets.gpu import reduced_on_one_thread
 
 _INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.ceildivsi",
              "arith.floordivsi"}
@@ -139,7 +138,7 @@ class EmitterBase():
         # lowering for a row program (`GpuTiling.row_length`), by IREE otherwise; both want
         # masked rows as pads and map_stores (`memory`). On Vulkan IREE configures it.
         gpu = options.gpu_tiling
-        self.llvmgpu = gpu is not None and not gpu.spirv
+        self.llvmgpu = gpu is not None and gpu.llvmgpu
         # LLVMGPU: stores after which the workgroup waits (`memory_order.stores_before_access`).
         self.barrier_stores = stores_before_access(kernel, options.may_alias) if self.llvmgpu else set()
         self.spirv = gpu is not None and gpu.spirv
@@ -153,7 +152,7 @@ class EmitterBase():
         # op: `ComputeEmitter._closed_form`; one to 64-bit scalars on one thread.)
         self.gpu_whole_reductions = gpu is not None and any(
             isinstance(op, t.Reduce) and op.to_scalar and
-            not (self.llvmgpu and (closed_form_reduce(op) or reduced_on_one_thread(op) or self.gpu_scatters))
+            not (self.llvmgpu and (closed_form_reduce(op) or gpu.reduced_on_one_thread(op) or self.gpu_scatters))
             for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
         # A tl.dot program on tensor cores (`GpuTiling.mma_program`): {id(dot): its plan}.

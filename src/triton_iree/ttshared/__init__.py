@@ -178,6 +178,7 @@ def prepare(text: str, filename: Optional[str] = None) -> str:
     from .. import compile as iree_compile
     from .. import lowering
     from ..errors import CompileError
+    from ..targets import make_target
     kernel = read_ttshared(text, filename)
     where = f"{kernel.name}/{hashlib.sha256(text.encode()).hexdigest()[:iree_compile.SPEC_DIGITS]}"
     iree_compile.dump(where, f"{kernel.name}.ttshared.mlir", text)
@@ -188,6 +189,6 @@ def prepare(text: str, filename: Optional[str] = None) -> str:
             iree_compile.dump(where, f"{kernel.name}.iree.mlir", e.module_text)
         raise
     if iree_compile.dump_root() is not None:
-        iree_compile.dump_module(where, kernel.name, module, iree_compile.make_target("llvm-cpu"),
+        iree_compile.dump_module(where, kernel.name, module, make_target("llvm-cpu"),
                                  iree_compile.env_flags())
     return module

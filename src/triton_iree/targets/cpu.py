@@ -1,12 +1,16 @@
-"""llvm-cpu: per-op vector tile sizes (`CpuTiling`), the host's vector width, and the
-emitter options for the CPU."""
+"""llvm-cpu: the target (`LlvmCpu`), per-op vector tile sizes (`CpuTiling`), the target CPU's
+vector width, and the emitter options for the CPU."""
 from __future__ import annotations
 
 import os
 import platform
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
-from ..options import EmitOptions
+from .base import HOST, Target
+
+if TYPE_CHECKING:
+    from ..lowering.options import EmitOptions
 
 
 def _fit(n: int, want: int) -> int:
@@ -106,7 +110,7 @@ def host_vector_bytes() -> int:
     """The widest vector registers of this CPU that IREE targets with --iree-llvmcpu-target-cpu=host."""
     machine = platform.machine().lower()
     if machine in ("x86_64", "amd64"):
-        from ...host import host_cpu_info
+        from ..host import host_cpu_info
         flags = host_cpu_info()[1]
         return 64 if "avx512f" in flags else 32 if "avx2" in flags else 16
     return 16
@@ -166,9 +170,54 @@ NO_LIBM_F64 = frozenset((op, "f64") for op in (
     "math.log2", "math.log10", "math.erf", "math.cbrt", "arith.remf"))
 
 
-def cpu_options() -> EmitOptions:
-    vec = target_vector_bytes()
-    return EmitOptions(max_workgroups=max(128, 8 * (os.cpu_count() or 1)),
-                       cpu_tiling=CpuTiling(vector_bytes=vec, elementwise_bytes=min(32, vec),
-                                            matmul_rows=matmul_rows(vec)),
-                       no_libm=NO_LIBM_F64)
+@dataclass(frozen=True)
+class LlvmCpu(Target):
+    """IREE's llvm-cpu target on this machine: one Triton program is one workgroup, and IREE's
+    local-task driver runs the workgroups on a thread pool over all cores; launches with little
+    work run inline on the calling thread (local-sync). `cpu`: the LLVM CPU (see CPU_VAR)."""
+    cpu: str = "host"
+
+    name: ClassVar[str] = "llvm-cpu"
+    backend: ClassVar[str] = "llvm-cpu"
+    driver: ClassVar[str] = "local-task"
+    other_drivers: ClassVar[tuple[str, ...]] = ("local-sync",)
+    memory: ClassVar[str] = HOST
+    validated_for_triton: ClassVar[bool] = True
+    validated_for_linalg: ClassVar[bool] = True
+
+    @classmethod
+    def of(cls, arch: str | None = None, cpu: str | None = None) -> "LlvmCpu":
+        return cls(cpu=target_cpu() if cpu is None else cpu)
+
+    @property
+    def is_cpu(self) -> bool:
+        return True
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (f"--iree-llvmcpu-target-cpu={self.cpu}",
+                # One Triton program = one workgroup: IREE must not tile and distribute again.
+                "--iree-llvmcpu-disable-distribution",
+                # tl.sum and friends leave the order of a reduction unspecified; let IREE vectorize it.
+                "--iree-llvmcpu-reassociate-fp-reductions",
+                # Triton tiles are large (a 64x64 f32 tile is 16 KiB); allow them on the stack.
+                "--iree-llvmcpu-stack-allocation-limit=1048576",
+                # Loop-carried tiles other than dot accumulators are vectors (16 KiB for 64x64 f32),
+                # and ops IREE rewrites lose their lowering_config and are vectorized whole.
+                "--iree-llvmcpu-fail-on-large-vector=false")
+
+    def triton_target(self):
+        """Triton's own name for a CPU target: its frontend needs the 'cpu' backend."""
+        from triton.backends.compiler import GPUTarget
+        return GPUTarget("cpu", "llvm-cpu", 1)
+
+    def emit_options(self, num_warps: int = 4) -> "EmitOptions":
+        """Several programs per workgroup (see `EmitOptions.max_workgroups`), per-op vector tile
+        sizes for the target CPU, and a full-tile version of each program; `num_warps` is
+        Triton's GPU notion, unused here."""
+        from ..lowering.options import EmitOptions
+        vec = target_vector_bytes(self.cpu)
+        return EmitOptions(max_workgroups=max(128, 8 * (os.cpu_count() or 1)),
+                           cpu_tiling=CpuTiling(vector_bytes=vec, elementwise_bytes=min(32, vec),
+                                                matmul_rows=matmul_rows(vec, self.cpu)),
+                           no_libm=NO_LIBM_F64)

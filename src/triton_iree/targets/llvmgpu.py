@@ -1,50 +1,15 @@
-"""GPUs (cuda, hip, vulkan): the emitter options and per-op configurations for IREE's GPU codegen.
-
-One Triton program is one IREE workgroup of num_warps warps (32 threads each; on AMD's CDNA GPUs
-waves of 64, as Triton's AMD backend counts them). IREE's GPU pipelines tile a dispatch again and
-map their tiles onto workgroup ids unless the root op says otherwise; the program id is the
-workgroup id, so that would compute wrong answers. So the root op of every dispatch carries a
-`compilation_info` whose workgroup tile sizes are all 0 (the whole tile is one workgroup's); a
-tl.dot program on CUDA and on CDNA GPUs gets IREE's vector distribution with tensor cores (MFMA on
-AMD: `mma_program`, `mma_configs`); otherwise thread tile sizes spread the tile over the
-workgroup's threads: IREE's LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SPIR-V backend's
-BaseDistribute pipeline on Vulkan (which refuses LLVMGPU pipelines). A dispatch that reduces a
-tile to a scalar has no parallel loop to split, so IREE never re-tiles it onto the program id; on
-CUDA and HIP a row program (`row_length`) gets IREE's vector distribution of reductions
-configured here (`row_reduction_configs`), on Vulkan one with linalg ops in kernel loops one
-thread per workgroup (`spirv_serial_reduction`), other such dispatches IREE's own configuration.
-
-The emitted form differs from the CPU's where IREE would otherwise drop or replace that
-configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
-(IREE moves no named op into a store's row loop, and a tile only loaded and stored keeps a
-linalg op), scalars from a one-element linalg.fill, scatters read their tiles after an
-`iree_gpu.value_barrier`, masked rows are loaded as a tensor.pad (`memory._gpu_pads`), a
-reshaped tile is stored unreshaped (`sink_stored_reshapes`) and read by a matmul through a slice
-(`DotEmitter._reshape_barrier`; IREE sinks reshapes into the ops around them and rebuilds those
-without their configuration), and a reduction's loop is innermost (`ComputeEmitter._reduce`:
-IREE would interchange the loops and keep the tile sizes, splitting the reduction over racing
-threads); on Vulkan every op of the root's rank carries the root's tile sizes, a root without size-1 loops is
-preferred, and 2-D tiles are loaded by rows rather than as slabs. BaseDistribute bufferizes the
-whole dispatch before spreading each op over the threads on its own, so there every tile is a
-buffer in workgroup memory and ops see each other's elements only through it: a workgroup
-barrier precedes every op that reads tiles (`EmitterBase._sync`), elementwise ops write over an
-input (`ComputeEmitter._write_over_input`) and a dot reads a transposed operand through its
-indexing map (`DotEmitter._dot_operand`), to keep within the workgroup memory (attention).
-
-On CUDA and HIP the parts of a program that read, combine and write element after element
-(atomics, scatters, histograms, scans, gathers of 2-D tiles, reductions to 64-bit scalars) run on
-the workgroup's first thread between barriers (`EmitterBase._on_one_thread`); fills of a stored
-scalar's element or of a tile in workgroup memory are spread over the threads on their own; and
-f32 sin, cos and tan take their general argument reduction per element (`drop_shortcuts`).
+"""cuda and hip: IREE's LLVMGPU code generation (`LlvmGpuTiling`: TileAndFuse, vector
+distribution of row reductions and of tensor-core matmuls) and the rewrites of the tile program
+it needs (`drop_shortcuts`, `sink_stored_reshapes`). What GPU targets share: `gpu.py`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
-from ... import tile as t
-from ...analysis import closed_form_reduce
-from ..options import EmitOptions
+from .. import tile as t
+from ..analysis import closed_form_reduce
+from .gpu import Gpu, GpuTiling
 
 # Elements a thread of a row program reads at once (16 bytes of f32), as in Triton's layouts.
 ROW_VECTOR = 4
@@ -60,42 +25,13 @@ AMD_MFMA = {("f16", "f32"): ("MFMA_F32_16x16x16_F16", (16, 16, 16)),
 
 
 @dataclass(frozen=True)
-class GpuTiling:
-    """Per-dispatch GPU configuration: `num_warps` warps of `subgroup_size` threads."""
-    num_warps: int = 4
-    subgroup_size: int = 32
-    spirv: bool = False       # Vulkan: IREE's SPIR-V pipelines
+class LlvmGpuTiling(GpuTiling):
+    """The configuration of a dispatch for IREE's LLVMGPU pipelines (cuda, hip)."""
     mma: tuple = ()           # the target's tensor-core instructions: NV_MMA's or AMD_MFMA's items
 
-    @property
-    def threads(self) -> int:
-        return self.num_warps * self.subgroup_size
-
-    def thread_tiles(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> list[int]:
-        """Per-thread tile of each parallel loop: the innermost parallel loops are split over
-        the threads, each thread taking up to 4 consecutive elements (vector accesses)."""
-        tiles = [0 if it == "reduction" else 1 for it in iterators]
-        threads = self.threads
-        for d in reversed(range(len(loops))):
-            if iterators[d] == "reduction":
-                continue
-            per = 1
-            while per < 4 and loops[d] % (per * 2) == 0 and loops[d] // (per * 2) >= 1 and \
-                    loops[d] // per > threads:
-                per *= 2
-            tiles[d] = per
-            threads = max(1, threads // max(1, loops[d] // per))
-        return tiles
-
-    def spirv_lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
-        """The root's tile sizes. IREE's SPIR-V pipeline tiles every op of the dispatch with the
-        first lowering_config it finds and requires the configs it finds to be equal, so the
-        ops of the root's rank carry the root's too: then the tiling is the root's even where
-        bufferization turns the root into a memref.copy (a tile that is only loaded and
-        stored), which leaves no config behind."""
-        zeros = ", ".join("0" for _ in loops)
-        thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
-        return f"#iree_codegen.lowering_config<tile_sizes = [[{zeros}], [{thread}]]>"
+    llvmgpu: ClassVar[bool] = True     # see `lowering.options.GpuTilingPolicy`
+    spirv: ClassVar[bool] = False
+    narrow_vectors: ClassVar[bool] = False
 
     def lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         """IREE's LLVMGPU TileAndFuse tile sizes: none per workgroup, `thread_tiles` per thread,
@@ -108,38 +44,14 @@ class GpuTiling:
         return f"#iree_gpu.lowering_config<{{{', '.join(fields)}}}>"
 
     def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
-        if self.spirv:
-            return (f"#iree_codegen.compilation_info<lowering_config = {self.spirv_lowering_config(loops, iterators)}, "
-                    f"translation_info = #iree_codegen.translation_info<pipeline = "
-                    f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads}, 1, 1]>>")
         return (f"#iree_codegen.compilation_info<lowering_config = {self.lowering_config(loops, iterators)}, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
                 f"workgroup_size = [{self.threads}, 1, 1] subgroup_size = {self.subgroup_size}>>")
 
-    def spirv_serial_reduction(self, ops) -> Optional[list[str]]:
-        """Vulkan, a dispatch that reduces a tile to a scalar and has linalg ops in kernel loops
-        (layer norm): one thread per workgroup, IREE's BaseDistribute pipeline with no tiling,
-        on the last reduction to a scalar, the others without configuration. IREE configures
-        such a dispatch itself the same way where its tiles have 512 elements or more; with
-        fewer its SubgroupReduce configuration (tile sizes [[], [n]]) vectorizes the ops in the
-        loops whole, wider than SPIR-V's vectors ('failed to legalize operation'). None for
-        other dispatches: IREE's own configuration is kept (softmax: SubgroupReduce)."""
-        whole = [i for i, o in enumerate(ops) if o.iterators and "parallel" not in o.iterators]
-        if not self.spirv or not whole or not any(o.depth for o in ops if o.kind == "generic"):
-            return None
-        attrs = [""] * len(ops)
-        attrs[whole[-1]] = ("compilation_info = #iree_codegen.compilation_info<lowering_config = "
-                            "#iree_codegen.lowering_config<tile_sizes = []>, translation_info = "
-                            "#iree_codegen.translation_info<pipeline = #iree_gpu.spirv_pipeline<BaseDistribute> "
-                            "workgroup_size = [1, 1, 1]>>")
-        return attrs
-
     def row_length(self, kernel) -> Optional[int]:
         """n, where the program is a row program: it reduces 1-D tiles to scalars and all its
         tiles are 1-D of n elements, n a multiple of ROW_VECTOR x threads (softmax, layer norm).
-        Such dispatches get `row_reduction_configs`. None otherwise, and for Vulkan."""
-        if self.spirv:
-            return None
+        Such dispatches get `row_reduction_configs`. None otherwise."""
         lengths, reduces = set(), False
         for op in kernel.walk():
             reduces |= isinstance(op, t.Reduce) and op.to_scalar and not closed_form_reduce(op)
@@ -228,6 +140,13 @@ class GpuTiling:
                             f"subgroup_size = {self.subgroup_size}>>")
         return attrs
 
+    @staticmethod
+    def reduced_on_one_thread(op: t.Reduce) -> bool:
+        """A reduction of a tile to 64-bit scalars: on CUDA and HIP on one thread (`_on_one_thread`).
+        IREE's vector distribution of it failed ('failed to distribute': an i64 tl.sum of i32, an
+        f64 one of f32)."""
+        return op.to_scalar and any(t.bitwidth(r.dtype) == 64 for r in op.results)
+
 
 def _loaded_from(v: t.Value, buffers: set) -> bool:
     """Whether `v` is computed elementwise from a load of one of `buffers` (ids of Params).
@@ -239,13 +158,6 @@ def _loaded_from(v: t.Value, buffers: set) -> bool:
     if isinstance(op, t.Load):
         return id(op.buffer) in buffers
     return isinstance(op, t.Elementwise) and any(_loaded_from(a, buffers) for a in op.args)
-
-
-def reduced_on_one_thread(op: t.Reduce) -> bool:
-    """A reduction of a tile to 64-bit scalars: on CUDA and HIP on one thread (`_on_one_thread`).
-    IREE's vector distribution of it failed ('failed to distribute': an i64 tl.sum of i32, an
-    f64 one of f32)."""
-    return op.to_scalar and any(t.bitwidth(r.dtype) == 64 for r in op.results)
 
 
 def drop_shortcuts(kernel: t.Kernel) -> None:
@@ -315,13 +227,66 @@ def sink_stored_reshapes(kernel: t.Kernel) -> None:
         block.ops = ops
 
 
-def gpu_options(num_warps: int = 4, target: str = "cuda", arch: str = "") -> EmitOptions:
-    """One program per workgroup, masked tiles only (a separate full-tile version of each program
-    pays off on CPUs, where masked vector accesses are slow; GPU threads mask for free). A warp is
-    32 threads, 64 on AMD's gfx9 GPUs (CDNA), as in Triton's AMD backend."""
-    mma = NV_MMA if target == "cuda" else \
-        AMD_MFMA if target == "hip" and arch.startswith(("gfx90a", "gfx94", "gfx95")) else {}
-    wave = 64 if target == "hip" and arch.startswith("gfx9") else 32
-    return EmitOptions(max_workgroups=None, full_tiles=False,
-                       gpu_tiling=GpuTiling(num_warps=num_warps, subgroup_size=wave, spirv=target == "vulkan",
-                                            mma=tuple(mma.items())))
+@dataclass(frozen=True)
+class LlvmGpu(Gpu):
+    """A target of IREE's LLVMGPU code generation."""
+
+    def wave(self) -> int:
+        """Threads per warp."""
+        return 32
+
+    def tensor_cores(self) -> dict:
+        """The tensor-core instructions dots run on, as NV_MMA; none by default."""
+        return {}
+
+    def tiling(self, num_warps: int) -> LlvmGpuTiling:
+        return LlvmGpuTiling(num_warps=num_warps, subgroup_size=self.wave(), mma=tuple(self.tensor_cores().items()))
+
+    def prepare(self, kernel: t.Kernel) -> None:
+        drop_shortcuts(kernel)
+        sink_stored_reshapes(kernel)
+
+
+@dataclass(frozen=True)
+class Cuda(LlvmGpu):
+    """NVIDIA GPUs through IREE's cuda target and driver, on torch CUDA tensors. Validated for
+    Triton kernels: the test suite's GPU part passes on an NVIDIA GPU (benchmarks/gpu)."""
+    name: ClassVar[str] = "cuda"
+    backend: ClassVar[str] = "cuda"
+    default_arch: ClassVar[str] = "sm_80"
+    known_arches: ClassVar[tuple[str, ...]] = ("sm_80", "sm_89", "sm_90")
+    driver: ClassVar[str] = "cuda"
+    validated_for_triton: ClassVar[bool] = True
+    native_mode: ClassVar[bool] = True
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        # IREE takes f32 math.sqrt from libdevice, whose __nv_sqrtf is sqrt.approx unless
+        # __CUDA_PREC_SQRT is set: 1 ulp off, where Triton's sqrt_rn and libdevice.sqrt are
+        # correctly rounded.
+        return (f"--iree-cuda-target={self.arch}", "--nvvm-reflect-add=__CUDA_PREC_SQRT=1")
+
+    def tensor_cores(self) -> dict:
+        return NV_MMA
+
+
+@dataclass(frozen=True)
+class Hip(LlvmGpu):
+    """AMD GPUs through IREE's rocm target and hip driver, on torch ROCm tensors. A warp is a
+    wave of 64 threads on the gfx9 GPUs (CDNA), as in Triton's AMD backend; the CDNA GPUs IREE
+    offers matrix cores for (gfx90a, gfx94x, gfx95x) run dots on them (AMD_MFMA)."""
+    name: ClassVar[str] = "hip"
+    backend: ClassVar[str] = "rocm"
+    default_arch: ClassVar[str] = "gfx942"
+    known_arches: ClassVar[tuple[str, ...]] = ("gfx90a", "gfx942", "gfx1100")
+    driver: ClassVar[str] = "hip"
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (f"--iree-rocm-target={self.arch}",)
+
+    def wave(self) -> int:
+        return 64 if self.arch.startswith("gfx9") else 32
+
+    def tensor_cores(self) -> dict:
+        return AMD_MFMA if self.arch.startswith(("gfx90a", "gfx94", "gfx95")) else {}

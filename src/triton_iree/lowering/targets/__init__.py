@@ -1,1 +1,0 @@
-"""Per-target lowering choices, one module a target family."""

@@ -1,0 +1,99 @@
+"""vulkan and metal-spirv: IREE's SPIR-V code generation (`SpirvTiling`: the BaseDistribute
+pipeline). What GPU targets share: `gpu.py`.
+
+`Vulkan` names the SPIR-V properties the emitter works around, and `MetalSpirv` inherits them
+from it: dispatches are configured for IREE's SPIR-V pipelines (`SpirvTiling.spirv`), and SPIR-V
+vectors have at most 4 elements (`narrow_vectors`). Vulkan's runtime side (its driver, tensors
+passed as copies) is Vulkan's own; metal-spirv is compile-only here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from .base import COPIED
+from .gpu import Gpu, GpuTiling
+
+
+@dataclass(frozen=True)
+class SpirvTiling(GpuTiling):
+    """The configuration of a dispatch for IREE's SPIR-V BaseDistribute pipeline."""
+    narrow_vectors: bool = True   # see `lowering.options.GpuTilingPolicy`
+
+    llvmgpu: ClassVar[bool] = False
+    spirv: ClassVar[bool] = True
+
+    def spirv_lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
+        """The root's tile sizes. IREE's SPIR-V pipeline tiles every op of the dispatch with the
+        first lowering_config it finds and requires the configs it finds to be equal, so the
+        ops of the root's rank carry the root's too: then the tiling is the root's even where
+        bufferization turns the root into a memref.copy (a tile that is only loaded and
+        stored), which leaves no config behind."""
+        zeros = ", ".join("0" for _ in loops)
+        thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
+        return f"#iree_codegen.lowering_config<tile_sizes = [[{zeros}], [{thread}]]>"
+
+    def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
+        return (f"#iree_codegen.compilation_info<lowering_config = {self.spirv_lowering_config(loops, iterators)}, "
+                f"translation_info = #iree_codegen.translation_info<pipeline = "
+                f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads}, 1, 1]>>")
+
+    def spirv_serial_reduction(self, ops) -> Optional[list[str]]:
+        """A dispatch that reduces a tile to a scalar and has linalg ops in kernel loops
+        (layer norm): one thread per workgroup, IREE's BaseDistribute pipeline with no tiling,
+        on the last reduction to a scalar, the others without configuration. IREE configures
+        such a dispatch itself the same way where its tiles have 512 elements or more; with
+        fewer its SubgroupReduce configuration (tile sizes [[], [n]]) vectorizes the ops in the
+        loops whole, wider than SPIR-V's vectors ('failed to legalize operation'). None for
+        other dispatches: IREE's own configuration is kept (softmax: SubgroupReduce)."""
+        whole = [i for i, o in enumerate(ops) if o.iterators and "parallel" not in o.iterators]
+        if not whole or not any(o.depth for o in ops if o.kind == "generic"):
+            return None
+        attrs = [""] * len(ops)
+        attrs[whole[-1]] = ("compilation_info = #iree_codegen.compilation_info<lowering_config = "
+                            "#iree_codegen.lowering_config<tile_sizes = []>, translation_info = "
+                            "#iree_codegen.translation_info<pipeline = #iree_gpu.spirv_pipeline<BaseDistribute> "
+                            "workgroup_size = [1, 1, 1]>>")
+        return attrs
+
+
+@dataclass(frozen=True)
+class Vulkan(Gpu):
+    """IREE's vulkan-spirv target and vulkan driver, on torch CPU tensors passed as copies
+    (importing host memory in place, through VK_EXT_external_memory_host, needs whole pages, and
+    pages a tensor shares with other objects were corrupted on Mesa's lavapipe). `llvmpipe` is
+    IREE's name for lavapipe; the default arch, `ampere`, describes an NVIDIA GPU."""
+    name: ClassVar[str] = "vulkan"
+    backend: ClassVar[str] = "vulkan-spirv"
+    default_arch: ClassVar[str] = "ampere"
+    known_arches: ClassVar[tuple[str, ...]] = ("ampere", "rdna3", "llvmpipe")
+    driver: ClassVar[str] = "vulkan"
+    memory: ClassVar[str] = COPIED
+    # SPIR-V has no vectors wider than 4 elements: tiles cross control flow as tensors, and
+    # 2-D tiles are loaded by rows rather than through a slab's 2-D view.
+    narrow_vectors: ClassVar[bool] = True
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (f"--iree-vulkan-target={self.arch}",)
+
+    def tiling(self, num_warps: int) -> SpirvTiling:
+        return SpirvTiling(num_warps=num_warps, subgroup_size=32, narrow_vectors=self.narrow_vectors)
+
+
+@dataclass(frozen=True)
+class MetalSpirv(Vulkan):
+    """Apple GPUs through IREE's metal-spirv target: SPIR-V code generation (Vulkan's, with its
+    SPIR-V properties), translated to Metal Shading Language. Compile-only: the module embeds
+    the MSL source, which Metal compiles when it loads the module (a .metallib would need Apple's
+    toolchain), and IREE's metal driver runs on macOS and iOS only. The arch is the platform."""
+    name: ClassVar[str] = "metal-spirv"
+    backend: ClassVar[str] = "metal-spirv"
+    default_arch: ClassVar[str] = "macos"
+    known_arches: ClassVar[tuple[str, ...]] = ("macos", "ios", "ios-simulator")
+    driver: ClassVar[str] = "metal"
+    compile_only: ClassVar[bool] = True
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (f"--iree-metal-target-platform={self.arch}", "--iree-metal-compile-to-metallib=false")
