@@ -458,7 +458,8 @@ def build_arguments(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence
                 try:
                     args.push_float(float(v))
                 except (TypeError, ValueError, OverflowError) as e:
-                    raise LaunchError(f"argument '{slot.name}' must be a {slot.dtype} number: {e}") from None
+                    # Triton's name of the type (f32 -> fp32): the one the caller wrote.
+                    raise LaunchError(f"argument '{slot.name}' must be a fp{slot.dtype[1:]} number: {e}") from None
         elif kind == GRID:
             args.push_int(int(grid[slot.number]))
         else:
