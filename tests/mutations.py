@@ -48,14 +48,14 @@ MUTATIONS = [
               "tests/test_kernels.py::test_vector_add_reads_and_writes_nothing_past_n")),
     # Every argument cloned on the torch side and copied back after the launch.
     Mutation("clone-arguments", "runtime.py",
-             '    def launch(self, plans: Sequence["ArgPlan"], values: Sequence[Any], grid: Sequence[int],\n',
-             '    def launch(self, plans, values, grid, *args, **kwargs):\n'
-             '        copies = [v.clone() if p.is_buffer else v for p, v in zip(plans, values)]\n'
-             '        self._launch(plans, copies, grid, *args, **kwargs)\n'
-             '        for p, v, c in zip(plans, values, copies):\n'
+             '    def launch(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],\n',
+             '    def launch(self, abi, values, grid, *args, **kwargs):\n'
+             '        copies = [v.clone() if p.is_buffer else v for p, v in zip(abi.params, values)]\n'
+             '        self._launch(abi, copies, grid, *args, **kwargs)\n'
+             '        for p, v, c in zip(abi.params, values, copies):\n'
              '            if p.is_buffer:\n'
              '                v.copy_(c)\n\n'
-             '    def _launch(self, plans: Sequence["ArgPlan"], values: Sequence[Any], grid: Sequence[int],\n',
+             '    def _launch(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],\n',
              ("tests/test_runtime.py::test_launch_imports_the_tensors_own_memory_and_allocates_nothing",)),
     # The backend's cache key a constant: Triton's cache keeps serving binaries of old sources.
     Mutation("constant-backend-hash", "backend/compiler.py",
@@ -73,8 +73,8 @@ MUTATIONS = [
              ("tests/test_analysis.py::test_masks_in_every_comparison_form_are_the_same_box",
               "tests/test_kernels.py::test_masks_in_every_comparison_form")),
     # The element offset of each tensor inside its imported buffer dropped.
-    Mutation("element-offset-dropped", "runtime.py", "        args.push_int(lead)\n",
-             "        args.push_int(0)\n",
+    Mutation("element-offset-dropped", "runtime.py", "            args.push_int(spans[slot.number][2])\n",
+             "            args.push_int(0)\n",
              ("tests/test_kernels.py::test_vector_add_strided_views",
               "tests/test_runtime.py::test_launch_imports_the_tensors_own_memory_and_allocates_nothing")),
     # The branches of a runtime `if` swapped.

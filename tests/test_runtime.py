@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 from torch.profiler import ProfilerActivity, profile
 
-from triton_iree import runtime, targets
+from triton_iree import abi, runtime, targets
 
 
 @triton.jit
@@ -162,12 +162,12 @@ def test_dlpack_import_path_is_zero_copy_and_runs():
     compiled = _axpy_kernel[(triton.cdiv(n, block),)](x, y, out, n, BLOCK=block)
     compiled._init_handles()
     loaded = compiled.module
-    plans = runtime.plan_arguments(["x_ptr", "y_ptr", "out_ptr", "n"],
-                                   dict(x_ptr="*fp32", y_ptr="*fp32", out_ptr="*fp32", n="i32"), "axpy")
+    kernel_abi = abi.of_signature(["x_ptr", "y_ptr", "out_ptr", "n"],
+                                  dict(x_ptr="*fp32", y_ptr="*fp32", out_ptr="*fp32", n="i32"), "axpy")
     out.fill_(-1.0)
     values, grid = (x, y, out, n), (triton.cdiv(n, block), 1, 1)
-    spans = runtime.check_arguments(dev, plans, values, grid, "axpy")   # dl's would refuse CPU tensors
-    loaded._invoke(loaded.main, runtime.build_arguments(dl, plans, values, grid, spans))
+    spans = runtime.check_arguments(dev, kernel_abi, values, grid, "axpy")   # dl's would refuse CPU tensors
+    loaded._invoke(loaded.main, runtime.build_arguments(dl, kernel_abi, values, grid, spans))
     assert torch.equal(out, 2 * x + y)
 
 

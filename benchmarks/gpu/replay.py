@@ -24,8 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pack_codegen import MANIFEST, error_kind  # noqa: E402
 
-from triton_iree import runtime  # noqa: E402
-from triton_iree import targets  # noqa: E402
+from triton_iree import abi, runtime, targets  # noqa: E402
 from triton_iree.aot import Launcher  # noqa: E402
 
 # Tolerances per element type: the GPU's math functions and fused multiply-adds round
@@ -156,7 +155,7 @@ class Replayer:
             path, _ = self.modules(rec, mode)
         except NotCompiled as e:
             return f"not compiled: {e}"
-        runtime.plan_arguments(list(rec["signature"]), rec["signature"], rec["kernel"])
+        abi.of_signature(list(rec["signature"]), rec["signature"], rec["kernel"])
         tensors = [s for s in rec["args"] if s[0] == "t"]
         missing = {s[1] for s in tensors} - set(rec["pre"])
         if missing or set(rec["post"]) - set(rec["pre"]) or len(rec["args"]) != len(rec["signature"]):

@@ -2,13 +2,12 @@
 module and the .vmfb that `kernel[grid](...)` would run, for a signature given as text.
 
 Triton's own frontend makes the TTIR (`ASTSource`), and the backend's stages (the same that a
-launch runs) lower and compile it. The result's public function, named after the kernel, takes
-(see `triton_iree.lowering`): each pointer argument as a flat `tensor<?xT>`, each scalar, the
-grid as three i32 (gx, gy, gz), then one i64 per pointer argument: the element offset at which
-that pointer starts inside its buffer (0 for a whole array). It returns the buffers the kernel
-writes, tied to their arguments. A kernel that calls `tl.device_print` takes its print logs after
-those (`triton_iree.prints`), and its function's reflection entry `triton_iree.prints` says how to
-print them: `Launcher` passes the logs and prints them after the launch.
+launch runs) lower and compile it. The result's public function, named after the kernel, has
+the ABI that `triton_iree.abi` describes (the arguments, the grid, each pointer's element offset
+inside its buffer, 0 for a whole array; the written buffers as results). A kernel that calls
+`tl.device_print` also takes print logs, and its function's reflection entry
+`triton_iree.prints` says how to print them: `Launcher` passes the logs and prints them after
+the launch.
 
 Native mode (`native=True`, CUDA only) compiles the kernel with Triton's own CUDA backend and
 wraps its PTX in a module with the same ABI (see `triton_iree.native`). A type may carry
@@ -258,7 +257,7 @@ class Launcher:
 
     def __init__(self, vmfb: bytes | str | Path, kernel: str, signature: str | dict[str, str],
                  target: str = "llvm-cpu"):
-        from . import runtime, targets
+        from . import abi, runtime, targets
         driver = targets.target_class(target).of().runtime_driver()   # refuses compile-only targets
         if not isinstance(vmfb, bytes):
             vmfb = Path(vmfb).read_bytes()
@@ -267,7 +266,7 @@ class Launcher:
         signature, _ = split_hints(signature)
         self._runtime = runtime
         self.kernel = runtime.LoadedKernel(vmfb, kernel, driver)
-        self.plans = runtime.plan_arguments(list(signature), signature, kernel)
+        self.abi = abi.of_signature(list(signature), signature, kernel)
         # The torch dtype each pointer argument's tensor must have, as Triton's launcher types it.
         self.dtypes = {name: types.POINTER_TYPES[ty[1:].lstrip("k")][1] for name, ty in signature.items()
                        if ty.startswith("*")}
@@ -277,10 +276,11 @@ class Launcher:
 
     def __call__(self, *args, grid) -> None:
         from .errors import LaunchError
-        if len(args) != len(self.plans):
-            raise LaunchError(f"expected {len(self.plans)} arguments ({', '.join(p.name for p in self.plans)}), "
+        params = self.abi.params
+        if len(args) != len(params):
+            raise LaunchError(f"expected {len(params)} arguments ({', '.join(p.name for p in params)}), "
                               f"got {len(args)}", kernel=self.kernel.name)
-        for plan, v in zip(self.plans, args):
+        for plan, v in zip(params, args):
             got = str(getattr(v, "dtype", "")).removeprefix("torch.")
             want = self.dtypes.get(plan.name)
             if want is not None and got and got != want:
@@ -300,6 +300,6 @@ class Launcher:
         arguments that share memory (`runtime.SharedMemory`), picked where they do."""
         grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
         if self.printer is not None:
-            self.printer.launch(self.kernel, self.plans, args, grid, None, shared)
+            self.printer.launch(self.kernel, self.abi, args, grid, None, shared)
         else:
-            self.kernel.launch(self.plans, args, grid, shared=shared)
+            self.kernel.launch(self.abi, args, grid, shared=shared)

@@ -28,15 +28,15 @@ its upper 32 bits, so the runtime keeps only records whose words all come from o
 It raises `DeviceError` for the first program among them (`runtime.Checks`).
 
 Record words: slot + 1; then, each under that 32-bit tag, the site number plus one, the low
-and the high 32 bits of the offset. Launch ABI added after the kernel's own arguments: the
-record buffer (i64, RECORD_ENTRIES x RECORD_FIELDS, zero on entry), then, with bounds checks,
-each buffer argument's start and end in parameter order; the record buffer's base offset comes
-last among the base offsets.
+and the high 32 bits of the offset. The parameters this adds to the kernel (their order:
+`abi.check_params`): the record buffer (i64, RECORD_ENTRIES x RECORD_FIELDS, zero on entry),
+and with bounds checks each buffer argument's start and end.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import abi
 from . import tile as t
 from .analysis import analyze
 from .forms import Box, Poly, StructuredAccess
@@ -66,11 +66,14 @@ class _Instrumenter:
         # Of the unchecked kernel: the accesses' forms and masks.
         self.facts = analyze(kernel) if bounds else None
         index = len(kernel.params) + len(kernel.base_offsets)
-        self.record = t.Param(index, "checks", "i64", True)
-        self.record_base = self._scalar_param(index + 1, "checks_base")
-        self.extents = {id(p): (self._scalar_param(index + 2 + 2 * i, f"{p.name}_start"),
-                                self._scalar_param(index + 3 + 2 * i, f"{p.name}_end"))
-                        for i, p in enumerate(kernel.buffers)} if bounds else {}
+        record, *extents = abi.check_params([p.name for p in kernel.buffers] if bounds else [])
+        self.record = t.Param(index, record.name, record.dtype, True)
+        self.record_base = self._scalar_param(index + 1, abi.base_name(record.name))
+        # The parameters this adds, in the ABI's order.
+        self.added = [self.record, *(self._scalar_param(index + 2 + i, e.name) for i, e in enumerate(extents))]
+        by_name = {p.name: p for p in self.added}
+        self.extents = {id(p): tuple(by_name[e] for e in abi.extent_names(p.name))
+                        for p in kernel.buffers} if bounds else {}
 
     @staticmethod
     def _scalar_param(index: int, name: str) -> t.Param:
@@ -122,7 +125,7 @@ class _Instrumenter:
         for j, v in enumerate(words):
             off = self.ew("arith.addi", [at, self.i64(j)], "i64")
             self.emit(t.Store(self.record, off, v, failed, self.loc))
-        k.params += [self.record, *(e for p in k.buffers for e in self.extents.get(id(p), ()))]
+        k.params += self.added
         k.base_offsets.append(self.record_base)
         return self.sites
 

@@ -6,15 +6,14 @@ the same ABI as every other triton-iree module, so IREE's runtime launches Trito
 
 - a `hal.executable.source` whose one export is Triton's kernel, with the PTX as its object,
   its block size (32 x num_warps threads) and its dynamic shared memory;
-- a host function that takes the buffers, the scalars, the grid and one element offset per
-  buffer (see `lowering`), and dispatches the export over the grid.
+- a host function with the ABI of every module (`abi`), which dispatches the export over the grid.
 
 IREE's CUDA runtime passes a kernel its bindings first (device pointers), then each 32-bit
-constant, while Triton's kernel takes its arguments in declaration order, then scratch
-pointers. `rewrite_abi` reorders the PTX entry's parameter list to IREE's order and rewrites
-the few `ld.param` instructions that read them: 64-bit scalars arrive as two 32-bit halves,
-each pointer is advanced by its buffer's byte offset, and scratch pointers that the kernel
-does not use (a scratch size of 0) become null.
+constant (`abi.Abi.push_constants`), while Triton's kernel takes its arguments in declaration
+order, then scratch pointers. `rewrite_abi` reorders the PTX entry's parameter list to IREE's
+order and rewrites the few `ld.param` instructions that read them: 64-bit scalars arrive as two
+32-bit halves, each pointer is advanced by its buffer's byte offset, and scratch pointers that
+the kernel does not use (a scratch size of 0) become null.
 """
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from .abi import BASE, BUFFER, GRID, SCALAR, Abi, Slot
 from .errors import UnsupportedError
 
 # Triton scalar types: (MLIR type of the host function's argument, bytes).
@@ -74,6 +74,11 @@ class NativeKernel:
     shared: int               # dynamic shared memory, bytes
     scratch: tuple[int, ...]  # sizes of the scratch buffers Triton appends (global, profile)
 
+    @property
+    def abi(self) -> Abi:
+        """The host function's ABI: every buffer written."""
+        return Abi([Slot(BUFFER if a.is_buffer else SCALAR, a.name, a.dtype, a.is_buffer) for a in self.args])
+
 
 def from_compiled(compiled, signature: dict) -> NativeKernel:
     """The NativeKernel of a `triton.compile` result for a CUDA target."""
@@ -105,8 +110,8 @@ def _params(block: str) -> list[tuple[str, str]]:
 
 def rewrite_abi(k: NativeKernel) -> str:
     """Triton's PTX with its entry in IREE's calling convention (see the module docstring):
-    bindings (each buffer, in order), then 32-bit constants: each scalar (64-bit ones as low,
-    high), then each buffer's byte offset."""
+    bindings (each buffer, in order), then the 32-bit constants of `Abi.push_constants` (64-bit
+    scalars as low, high; base offsets in bytes)."""
     m = _ENTRY.search(k.ptx)
     if m is None or m.group(2) != k.name:
         raise UnsupportedError(f"native mode: no entry '{k.name}' in Triton's PTX", kernel=k.name)
@@ -115,7 +120,8 @@ def rewrite_abi(k: NativeKernel) -> str:
         raise UnsupportedError(f"native mode: Triton's PTX entry has {len(params)} parameters; expected "
                                f"{len(k.args)} arguments and {len(k.scratch)} scratch pointers", kernel=k.name)
     body = k.ptx[m.end():]
-    pointers, scalars, offsets = [], [], []
+    abi = k.abi
+    decls: dict[Slot, list[str]] = {}   # the PTX parameters of each slot
     fresh = iter(range(1 << 30))
 
     def sub_loads(name: str, repl) -> None:
@@ -126,11 +132,11 @@ def rewrite_abi(k: NativeKernel) -> str:
                                    kernel=k.name)
         body = pattern.sub(lambda mm: repl(mm.group(1), mm.group(2)), body)
 
-    for arg, (ptype, pname) in zip(k.args, params):
+    for slot, arg, (ptype, pname) in zip(abi.params, k.args, params):
         if arg.is_buffer:
             off = f"{pname}_offset"
-            pointers.append(f".param .u64 .ptr .global .align 1 {pname}")
-            offsets.append(f".param .u32 {off}")
+            decls[slot] = [f".param .u64 .ptr .global .align 1 {pname}"]
+            decls[abi.bases[slot.number]] = [f".param .u32 {off}"]
 
             def advance(ty, reg, off=off, pname=pname):
                 i = next(fresh)
@@ -140,7 +146,7 @@ def rewrite_abi(k: NativeKernel) -> str:
             sub_loads(pname, advance)
         elif arg.nbytes == 8:
             lo, hi = f"{pname}_lo", f"{pname}_hi"
-            scalars += [f".param .u32 {lo}", f".param .u32 {hi}"]
+            decls[slot] = [f".param .u32 {lo}", f".param .u32 {hi}"]
 
             def halves(ty, reg, lo=lo, hi=hi):
                 i = next(fresh)
@@ -148,19 +154,19 @@ def rewrite_abi(k: NativeKernel) -> str:
                         f"ld.param.b32 %tio_h{i}, [{hi}]; mov.b64 {reg}, {{%tio_l{i}, %tio_h{i}}}; }}")
             sub_loads(pname, halves)
         else:
-            scalars.append(f".param {ptype} {pname}")
+            decls[slot] = [f".param {ptype} {pname}"]
     for size, (_, pname) in zip(k.scratch, params[len(k.args):]):
         if size:
             raise UnsupportedError(f"native mode: the kernel needs {size} bytes of scratch memory per program, "
                                    f"which is not supported yet", kernel=k.name)
         sub_loads(pname, lambda ty, reg: f"mov.b64 {reg}, 0;")
-    plist = ",\n\t".join(pointers + scalars + offsets)
+    plist = ",\n\t".join(d for s in (*abi.buffers, *abi.push_constants()) for d in decls[s])
     return f"{k.ptx[:m.start()]}{m.group(1)}{k.name}{m.group(3)}\n\t{plist}\n{m.group(5)}{body}"
 
 
 def constant_words(k: NativeKernel) -> int:
-    return sum(2 if a.nbytes == 8 else 1 for a in k.args if not a.is_buffer) + \
-        sum(1 for a in k.args if a.is_buffer)
+    """The 32-bit push constants of `k`: 64-bit scalars take two."""
+    return sum(2 if s.kind == SCALAR and s.dtype in ("i64", "f64") else 1 for s in k.abi.push_constants())
 
 
 def module(k: NativeKernel) -> str:
@@ -193,37 +199,34 @@ def module(k: NativeKernel) -> str:
 
 
 def _host_function(lines: list, k: NativeKernel) -> None:
-    """The host function: the ABI of `lowering` (buffers, scalars, the grid, each buffer's
-    element offset); one dispatch of the kernel over the grid, writing every buffer in place."""
-    buffers = [a for a in k.args if a.is_buffer]
-    scalars = [a for a in k.args if not a.is_buffer]
-    # In declaration order, as the runtime passes them (`runtime.build_arguments`).
-    index = {id(a): i for group in (buffers, scalars) for i, a in enumerate(group)}
-    args = [f"%b{index[id(a)]}: tensor<?x{a.dtype}> {{iree.abi.output = {index[id(a)]} : index}}" if a.is_buffer
-            else f"%s{index[id(a)]}: {a.dtype}" for a in k.args]
-    args += ["%grid_x: i32", "%grid_y: i32", "%grid_z: i32"]
-    args += [f"%o{i}: i64" for i in range(len(buffers))]
-    result_types = [f"tensor<?x{a.dtype}>" for a in buffers]
-    results = ", ".join(result_types)
+    """The host function (`abi`): one dispatch of the kernel over the grid, writing every buffer
+    in place."""
+    abi = k.abi
+    names = {BUFFER: "%b", SCALAR: "%s", BASE: "%o"}
+    args = abi.arguments(lambda s: f"%{s.name}" if s.kind == GRID else f"{names[s.kind]}{s.number}")
+    results = ", ".join(abi.results())
     lines.append(f"  func.func @{k.name}({', '.join(args)}) -> ({results}) {{")
     host = _Host(lines)
     host.w("%c0 = arith.constant 0 : index")
     words = []
-    for i, a in enumerate(scalars):
-        words += host.words(f"%s{i}", a.dtype, f"s{i}")
-    for i, a in enumerate(buffers):
-        host.w(f"%ob{i} = arith.muli %o{i}, {host.const(a.nbytes)} : i64")
-        host.w(f"%ow{i} = arith.trunci %ob{i} : i64 to i32")
-        words.append(f"%ow{i}")
-    for i, a in enumerate(buffers):
-        host.w(f"%d{i} = tensor.dim %b{i}, %c0 : tensor<?x{a.dtype}>")
-    for axis in "xyz":
-        host.w(f"%g{axis} = arith.index_castui %grid_{axis} : i32 to index")
-    types = ["i32"] * len(words) + [f"tensor<?x{a.dtype}>{{%d{i}}}" for i, a in enumerate(buffers)]
-    tied = ", ".join(f"%b{i}{{%d{i}}}" for i in range(len(buffers)))
-    host.w(f"%r:{len(buffers)} = flow.dispatch @{k.name}_native::@{k.name}[%gx, %gy, %gz]"
-           f"({', '.join(words + [f'%b{i}' for i in range(len(buffers))])}) : ({', '.join(types)}) -> ({tied})")
-    host.w(f"return {', '.join(f'%r#{i}' for i in range(len(buffers)))} : {results}")
+    buffers = [a for a in k.args if a.is_buffer]
+    for s in abi.push_constants():
+        i = s.number
+        if s.kind == SCALAR:
+            words += host.words(f"%s{i}", s.dtype, f"s{i}")
+        else:
+            host.w(f"%ob{i} = arith.muli %o{i}, {host.const(buffers[i].nbytes)} : i64")
+            host.w(f"%ow{i} = arith.trunci %ob{i} : i64 to i32")
+            words.append(f"%ow{i}")
+    for s in abi.buffers:
+        host.w(f"%d{s.number} = tensor.dim %b{s.number}, %c0 : {s.mlir_type}")
+    for s in abi.grid:
+        host.w(f"%g{s.name[-1]} = arith.index_castui %{s.name} : i32 to index")
+    types = ["i32"] * len(words) + [f"{s.mlir_type}{{%d{s.number}}}" for s in abi.buffers]
+    tied = ", ".join(f"%b{s.number}{{%d{s.number}}}" for s in abi.buffers)
+    host.w(f"%r:{len(abi.buffers)} = flow.dispatch @{k.name}_native::@{k.name}[%gx, %gy, %gz]"
+           f"({', '.join(words + [f'%b{s.number}' for s in abi.buffers])}) : ({', '.join(types)}) -> ({tied})")
+    host.w(f"return {', '.join(f'%r#{s.number}' for s in abi.buffers)} : {results}")
     lines.append("  }")
 
 

@@ -15,10 +15,10 @@ none is inside a loop or an if (each runs once), else as many as fit in
 TRITON_IREE_PRINT_BUFFER_MB (default 64) for all programs, at most
 TRITON_IREE_PRINTS_PER_PROGRAM (default 1000).
 
-Launch ABI added after the kernel's own arguments: one buffer per printed value (the value's
-element type, i8 for booleans; `programs * capacity * numel` elements), the site log (i32,
-`programs * capacity`), the counts (i64, one per program), then the capacity (i64 scalar);
-their base offsets come last, in that order.
+The parameters this adds to the kernel (their order: `abi.print_params`): one buffer per
+printed value (the value's element type, i8 for booleans; `programs * capacity * numel`
+elements), the site log (i32, `programs * capacity`), the counts (i64, one per program), and the
+capacity (i64 scalar).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ import os
 import sys
 from typing import Sequence
 
+from . import abi
 from . import tile as t
 from .errors import UnsupportedError
 
@@ -58,7 +59,7 @@ class _Instrumenter:
     def buffer(self, name: str, dtype: str) -> t.Param:
         """A new buffer parameter, with its base offset (numbered when they join the kernel)."""
         p = t.Param(-1, name, dtype, True)
-        self.bases[id(p)] = base = t.Param(-1, f"{name}_base", "i64", False)
+        self.bases[id(p)] = base = t.Param(-1, abi.base_name(name), "i64", False)
         base.value = t.Value(I64, None, base.name)
         return p
 
@@ -84,8 +85,8 @@ class _Instrumenter:
         # Every print is at the top level when no loop or if holds one: each runs once.
         fixed = not any(_has_prints(op) for op in k.body.ops if op.regions())
         ops, k.body.ops = k.body.ops, []
-        self.sites, self.counts = self.buffer("print_sites", "i32"), self.buffer("print_counts", "i64")
-        self.capacity = t.Param(-1, "print_capacity", "i64", False)
+        self.sites, self.counts = self.buffer(abi.PRINT_SITES, "i32"), self.buffer(abi.PRINT_COUNTS, "i64")
+        self.capacity = t.Param(-1, abi.PRINT_CAPACITY, "i64", False)
         self.capacity.value = t.Value(I64, None, self.capacity.name)
         self.slot = t.program_slot(self.emit, k.loc)
         self.entry0 = self.ew("arith.muli", self.slot, self.capacity.value)
@@ -93,7 +94,9 @@ class _Instrumenter:
         count = self.visit(k.body, (self.i64(0),))[0]
         self.block, self.loc = k.body, k.loc
         self.emit(t.Store(self.counts, self.ew("arith.addi", self.base(self.counts), self.slot), count, None, k.loc))
-        for p in (*self.buffers, self.sites, self.counts, self.capacity):
+        added = {p.name: p for p in (*self.buffers, self.sites, self.counts, self.capacity)}
+        for slot in abi.print_params([b.dtype for b in self.buffers]):
+            p = added[slot.name]
             p.index = len(k.params) + len(k.base_offsets)
             k.params.append(p)
             if p.is_buffer:
@@ -125,7 +128,7 @@ class _Instrumenter:
             if dtype not in _TORCH:
                 raise UnsupportedError(f"tl.device_print of {v.dtype} is not supported by triton-iree",
                                        kernel=self.k.name, loc=op.loc)
-            buf = self.buffer(f"print{len(self.buffers)}", dtype)
+            buf = self.buffer(abi.print_value_name(len(self.buffers)), dtype)
             self.buffers.append(buf)
             numel = math.prod(v.shape)
             at = self.ew("arith.addi", self.base(buf), self.ew("arith.muli", entry, self.i64(numel)))
@@ -160,14 +163,11 @@ class Printer:
     """Passes the print logs of a kernel that prints, and prints them after the launch."""
 
     def __init__(self, info: dict):
-        from .runtime import ArgPlan
         self.records, self.fixed = info["sites"], info["fixed"]
         self.values = [v for r in self.records for v in r["values"]]
         # Bytes a print entry takes in the logs: its site number and every value's buffer.
         self.entry_bytes = 4 + sum(_BYTES[v["dtype"]] * max(1, math.prod(v["shape"])) for v in self.values)
-        self.plans = [*(ArgPlan(f"print{i}", True, v["dtype"]) for i, v in enumerate(self.values)),
-                      ArgPlan("print_sites", True, "i32"), ArgPlan("print_counts", True, "i64"),
-                      ArgPlan("print_capacity", False, "i64", "int")]
+        self.params = abi.print_params([v["dtype"] for v in self.values])
 
     @staticmethod
     def of(metadata) -> "Printer | None":
@@ -180,6 +180,10 @@ class Printer:
         info = reflection.get(REFLECTION_KEY)
         return Printer(json.loads(info)) if info else None
 
+    def extend(self, kernel_abi: abi.Abi) -> abi.Abi:
+        """The ABI of the kernel's function: the kernel's arguments (`kernel_abi`), then the logs."""
+        return kernel_abi.extended(self.params)
+
     def capacity(self, programs: int) -> int:
         """Prints kept per program: all of them when each print runs once, else as many as the
         buffers' budget holds (at least 1, at most TRITON_IREE_PRINTS_PER_PROGRAM)."""
@@ -189,7 +193,7 @@ class Printer:
         most = int(os.environ.get("TRITON_IREE_PRINTS_PER_PROGRAM", "1000"))
         return max(1, min(most, int(budget // (programs * self.entry_bytes))))
 
-    def launch(self, function, plans: Sequence, values: Sequence, grid: Sequence[int], checks, shared) -> None:
+    def launch(self, function, kernel_abi: abi.Abi, values: Sequence, grid: Sequence[int], checks, shared) -> None:
         import torch
         n = max(1, grid[0] * grid[1] * grid[2])
         cap = self.capacity(n)
@@ -200,7 +204,10 @@ class Printer:
         sites = torch.zeros(n * cap, dtype=torch.int32, device=device)
         counts = torch.zeros(n, dtype=torch.int64, device=device)
         try:
-            function.launch([*plans, *self.plans], [*values, *logs, sites, counts, cap], grid, checks, shared)
+            added = {abi.PRINT_SITES: sites, abi.PRINT_COUNTS: counts, abi.PRINT_CAPACITY: cap,
+                     **{abi.print_value_name(i): b for i, b in enumerate(logs)}}
+            function.launch(self.extend(kernel_abi), [*values, *(added[p.name] for p in self.params)], grid,
+                            checks, shared)
         finally:   # what ran printed, also when checked mode raises
             self.print([b.cpu() for b in logs], sites.cpu(), counts.cpu(), cap, grid)
 

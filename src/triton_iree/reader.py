@@ -20,7 +20,7 @@ from typing import Optional
 
 from iree.compiler import ir
 
-from . import rewrites, tile as t
+from . import abi, rewrites, tile as t
 from .dot_scaled import DotScaled
 from .errors import UnsupportedError, InputError, python_name
 from .float_casts import FloatCasts
@@ -83,7 +83,7 @@ class TTIRReader(MemoryOps, ShapeOps, ComputeOps, ControlOps, FloatCasts, Bitoni
                 p = t.Param(i, name, memory_dtype(pointee), True, divisibility=divisibility)
                 # The pointer is `base` elements into the buffer the runtime passes, which starts
                 # 64-byte aligned: as many elements as the pointer's divisibility allows.
-                base = t.Param(nargs + len(bases), f"{name}_base", "i64", False,
+                base = t.Param(nargs + len(bases), abi.base_name(name), "i64", False,
                                divisibility=max(1, min(divisibility, 64) // max(1, t.bitwidth(p.dtype) // 8)))
                 base.value = t.Value(t.ScalarType("i64"), None, base.name)
                 bases.append(base)

@@ -23,16 +23,10 @@ import numpy as np
 from iree.runtime._binding import create_hal_driver
 
 from . import targets
+from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, extent_names
 from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
 from .errors import DeviceError, LaunchError
-from .types import POINTER_TYPES
-
-# Triton signature element types -> MLIR element type of the buffer.
-POINTER_DTYPES = {name: mlir for name, (mlir, _) in POINTER_TYPES.items()}
-SCALAR_KINDS = {"i1": "int", "i8": "int", "i16": "int", "i32": "int", "i64": "int",
-                "u1": "int", "u8": "int", "u16": "int", "u32": "int", "u64": "int",
-                "fp32": "float", "fp64": "float"}
 
 _ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1,
                   "f8E4M3FN": 1, "f8E5M2": 1}
@@ -172,40 +166,41 @@ class LoadedKernel:
         self.inline_ok = self.module_bytes is not None and stack_bytes is not None and \
             stack_bytes <= INLINE_MAX_STACK_BYTES
 
-    def launch(self, plans: Sequence["ArgPlan"], values: Sequence[Any], grid: Sequence[int],
+    def launch(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                checks: "Checks | None" = None, shared: "SharedMemory | None" = None) -> None:
-        """Imports the arguments, then runs the kernel; nothing runs if an argument is unusable.
-        `shared`: the kernel's module for arguments that share memory, if it has one."""
+        """Imports the arguments (`values`: one per `abi.params`), then runs the kernel; nothing
+        runs if an argument is unusable. `shared`: the kernel's module for arguments that share
+        memory, if it has one."""
         if checks is not None:
-            return checks.launch(self, plans, values, grid, shared)
-        spans = check_arguments(self.dev, plans, values, grid, self.name)
+            return checks.launch(self, abi, values, grid, shared)
+        spans = check_arguments(self.dev, abi, values, grid, self.name)
         if shared is not None and shared.needed(spans):
             if self.dev.memory == targets.COPIED:
                 raise LaunchError(f"pointer arguments that share memory are not supported on {self.dev.driver}, "
                                   "where each tensor is passed as a copy; nothing ran", kernel=self.name)
-            return shared.kernel(self).launch(plans, values, grid)
+            return shared.kernel(self).launch(abi, values, grid)
         ctx = self.main
         if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
                                sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
             ctx = self.inline or self._make_inline()
         if ctx.dev.memory == targets.COPIED:
             _vulkan_launch.copies = copies = _VulkanCopies()
-            args = build_arguments(ctx.dev, plans, values, grid, spans)
+            args = build_arguments(ctx.dev, abi, values, grid, spans)
             self._invoke(ctx, args)
             return copies.write_back()
         if ctx.dev.memory == targets.DEVICE:
-            args = build_arguments(ctx.dev, plans, values, grid, spans)
+            args = build_arguments(ctx.dev, abi, values, grid, spans)
             torch_stream_sync()
             return self._invoke(ctx, args)
-        key = (ctx.dev.driver, *spans, *grid, *[v for p, v in zip(plans, values) if not p.is_buffer])
+        key = (ctx.dev.driver, *spans, *grid, *[v for p, v in zip(abi.params, values) if not p.is_buffer])
         try:
             args = self._arg_lists.get(key)
         except TypeError:  # an unhashable scalar
-            return self._invoke(ctx, build_arguments(ctx.dev, plans, values, grid, spans))
+            return self._invoke(ctx, build_arguments(ctx.dev, abi, values, grid, spans))
         if args is None:
             if len(self._arg_lists) >= 64:
                 self._arg_lists.clear()
-            args = self._arg_lists[key] = build_arguments(ctx.dev, plans, values, grid, spans)
+            args = self._arg_lists[key] = build_arguments(ctx.dev, abi, values, grid, spans)
         self._invoke(ctx, args)
 
     def _make_inline(self) -> _Context:
@@ -225,7 +220,7 @@ class LoadedKernel:
 # and its DLPack import refuses anything else. So a buffer covers the tensor's whole storage
 # (a kernel may reach elements before its pointer, e.g. through a negative stride), imported
 # from a 64-byte aligned address, and the kernel gets the element offset of the tensor's first
-# element (one i64 per pointer argument, after the grid). For host memory that address is the
+# element (its base offset: see `abi`). For host memory that address is the
 # last aligned one at or before the storage, possibly before it (`torch.from_numpy` of memory
 # that is only 16-byte aligned), in the same page; the kernel never touches what lies there.
 IMPORT_ALIGNMENT = 64
@@ -336,38 +331,10 @@ class _VulkanCopies:
 _vulkan_launch = threading.local()
 
 
-@dataclass(frozen=True)
-class ArgPlan:
-    """How to pass one kernel argument: a buffer of `dtype`, or a scalar of `kind`."""
-    name: str
-    is_buffer: bool
-    dtype: str        # buffer element type (MLIR) or Triton scalar type
-    kind: str = ""    # 'int' | 'float' for scalars
-
-
-def plan_arguments(names: Sequence[str], signature: dict, kernel: str) -> list[ArgPlan]:
-    """One ArgPlan per non-constexpr argument, from Triton's signature ('*fp32', 'i32', ...)."""
-    plans = []
-    for name in names:
-        ty = signature[name]
-        if ty == "constexpr":
-            continue
-        if ty.startswith("*"):
-            elt = ty[1:].lstrip("k")
-            if elt not in POINTER_DTYPES:
-                raise LaunchError(f"argument '{name}': pointers to {elt} are not supported", kernel=kernel)
-            plans.append(ArgPlan(name, True, POINTER_DTYPES[elt]))
-        elif ty in SCALAR_KINDS:
-            plans.append(ArgPlan(name, False, ty, SCALAR_KINDS[ty]))
-        else:
-            raise LaunchError(f"argument '{name}': type {ty} is not supported", kernel=kernel)
-    return plans
-
-
-def reinterpreted(wrapper, plan: ArgPlan, kernel: str):
+def reinterpreted(wrapper, plan, kernel: str):
     """The tensor that a `triton.reinterpret` argument (Triton's TensorWrapper) stands for: its
     base tensor viewed as integers of the wrapper's element width, sharing its memory; the
-    kernel reads them as the wrapper's dtype (the signature's)."""
+    kernel reads them as the wrapper's dtype (the signature's). `plan`: its buffer's `abi.Slot`."""
     import torch
     ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[_ELEMENT_BYTES[plan.dtype]]
     base = wrapper.base
@@ -379,7 +346,7 @@ def reinterpreted(wrapper, plan: ArgPlan, kernel: str):
                           kernel=kernel) from None
 
 
-def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any], grid: Sequence[int],
+def check_arguments(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                     kernel: str) -> list[tuple[int, int, int]]:
     """Raises before anything runs if an argument is unusable; returns each buffer argument's
     `import_span` (base address, byte length, element offset)."""
@@ -388,7 +355,7 @@ def check_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any]
     on_gpu = dev.memory == targets.DEVICE
     on_host = not on_gpu   # CPU tensors, imported in place or copied
     alignment = dev.alignment
-    for plan, v in zip(plans, values):
+    for plan, v in zip(abi.params, values):
         if plan.is_buffer:
             try:
                 if on_host and not v.is_cpu or on_gpu and v.is_cpu:
@@ -427,54 +394,57 @@ def int_argument(value, dtype: str) -> int:
     raise ValueError(f"{value} does not fit in {dtype}")
 
 
-def build_arguments(dev: Device, plans: Sequence[ArgPlan], values: Sequence[Any], grid: Sequence[int],
+def build_arguments(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                     spans: Sequence[tuple[int, int, int]]) -> rt.VmVariantList:
-    """The VM argument list for checked arguments (spans from check_arguments): the
-    arguments, the grid, then each buffer's element offset."""
-    args = rt.VmVariantList(len(plans) + 3 + len(spans))
-    it = iter(spans)
-    for plan, v in zip(plans, values):
-        if plan.is_buffer:
-            args.push_ref(import_tensor(dev, v, plan.dtype, next(it)))
-        elif plan.kind == "int":
-            try:
-                args.push_int(int_argument(v, plan.dtype))
-            except (TypeError, ValueError) as e:
-                raise LaunchError(f"argument '{plan.name}': {e}") from None
+    """The VM argument list, in the order of `abi.slots`, for checked arguments (`values`: one per
+    `abi.params`; spans from check_arguments)."""
+    args = rt.VmVariantList(len(abi.slots))
+    given = iter(values)
+    for slot in abi.slots:
+        kind = slot.kind
+        if kind == BUFFER:
+            args.push_ref(import_tensor(dev, next(given), slot.dtype, spans[slot.number]))
+        elif kind == SCALAR:
+            v = next(given)
+            if slot.dtype[0] == "i":
+                try:
+                    args.push_int(int_argument(v, slot.dtype))
+                except (TypeError, ValueError) as e:
+                    raise LaunchError(f"argument '{slot.name}': {e}") from None
+            else:
+                try:
+                    args.push_float(float(v))
+                except (TypeError, ValueError, OverflowError) as e:
+                    # Triton's name of the type (f32 -> fp32): the one the caller wrote.
+                    raise LaunchError(f"argument '{slot.name}' must be a fp{slot.dtype[1:]} number: {e}") from None
+        elif kind == GRID:
+            args.push_int(int(grid[slot.number]))
         else:
-            try:
-                args.push_float(float(v))
-            except (TypeError, ValueError, OverflowError) as e:
-                raise LaunchError(f"argument '{plan.name}' must be a {plan.dtype} number: {e}") from None
-    for g in grid:
-        args.push_int(int(g))
-    for _, _, lead in spans:
-        args.push_int(lead)
+            assert kind == BASE
+            args.push_int(spans[slot.number][2])
     return args
-
 
 
 class Checks:
     """Checked mode (see `checks`): passes the extra arguments, reads the failure records back
     and raises `DeviceError` for the first program that failed."""
 
-    def __init__(self, info: dict, plans: Sequence[ArgPlan]):
+    def __init__(self, info: dict, abi: Abi):
         self.sites, self.written, self.bounds = info["sites"], info["written"], info["bounds"]
-        self.plans = [ArgPlan("checks", True, "i64"),
-                      *(ArgPlan(f"{p.name}_{e}", False, "i64", "int") for p in plans if p.is_buffer and self.bounds
-                        for e in ("start", "end"))]
+        self.abi = abi.extended(check_params([b.name for b in abi.buffers] if self.bounds else []))
 
     @staticmethod
-    def of(metadata, plans: Sequence[ArgPlan]) -> "Checks | None":
-        """The checks of a kernel compiled in checked mode (its metadata has them), else None."""
+    def of(metadata, abi: Abi) -> "Checks | None":
+        """The checks of a kernel compiled in checked mode (its metadata has them), else None.
+        `abi`: the kernel's, with the print logs if it prints."""
         info = getattr(metadata, "checks", None)
-        return Checks(info, plans) if info else None
+        return Checks(info, abi) if info else None
 
-    def launch(self, kernel: LoadedKernel, plans: Sequence[ArgPlan], values: Sequence[Any],
+    def launch(self, kernel: LoadedKernel, abi: Abi, values: Sequence[Any],
                grid: Sequence[int], shared: "SharedMemory | None" = None) -> None:
         import torch
-        spans = check_arguments(kernel.dev, plans, values, grid, kernel.name)
-        buffers = [(p.name, v) for p, v in zip(plans, values) if p.is_buffer]
+        spans = check_arguments(kernel.dev, abi, values, grid, kernel.name)
+        buffers = [(p.name, v) for p, v in zip(abi.params, values) if p.is_buffer]
         # Each buffer's storage inside the buffer imported for it, [start, end) in elements, and its
         # pointer's offset there: the import may begin before the storage (host memory, aligned).
         bounds = {name: (max(v.untyped_storage().data_ptr() - base, 0) // v.element_size(),
@@ -485,8 +455,11 @@ class Checks:
             raise LaunchError(f"checked mode launches at most {RECORD_ENTRIES << 32} programs; this grid has {n}, "
                               f"nothing ran", kernel=kernel.name)
         records = torch.zeros((RECORD_ENTRIES, RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
-        extents = [e for b in bounds.values() for e in b[:2]] if self.bounds else []
-        kernel.launch([*plans, *self.plans], [*values, records, *extents], grid, shared=shared)
+        added = {CHECK_RECORDS: records}
+        for name, (start, end, _) in bounds.items():
+            added.update(zip(extent_names(name), (start, end)))
+        kernel.launch(self.abi, [*values, *(added[p.name] for p in self.abi.params[len(abi.params):])], grid,
+                      shared=shared)
         written = records[records[:, 0] != 0].tolist()
         if written:
             whole = sorted(r for r in map(_record, written) if r is not None)

@@ -11,7 +11,7 @@ from typing import Optional
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from .. import compat, prints, runtime, targets
+from .. import abi, compat, prints, runtime, targets
 from ..errors import LaunchError
 
 
@@ -87,11 +87,11 @@ class IreeLauncher:
         signature = dict(src.signature)
         names = list(signature.keys())
         self.name = metadata.name
-        self.plans = runtime.plan_arguments(names, signature, self.name)
+        self.abi = abi.of_signature(names, signature, self.name)
         self.printer = prints.Printer.of(metadata)
-        self.checks = runtime.Checks.of(metadata, self.plans + (self.printer.plans if self.printer else []))
+        self.checks = runtime.Checks.of(metadata, self.printer.extend(self.abi) if self.printer else self.abi)
         self.keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
-        self.buffers = [i for i, p in enumerate(self.plans) if p.is_buffer]
+        self.buffers = [i for i, p in enumerate(self.abi.params) if p.is_buffer]
         from triton.runtime.jit import TensorWrapper   # not at the top: triton.runtime imports this module
         self.wrapper = TensorWrapper
         self.shared = runtime.SharedMemory.of(metadata, targets.from_triton(IreeDriver.current_target))
@@ -108,13 +108,13 @@ class IreeLauncher:
         values = [args[i] for i in self.keep]
         for i in self.buffers:
             if type(values[i]) is self.wrapper:   # triton.reinterpret
-                values[i] = runtime.reinterpreted(values[i], self.plans[i], self.name)
+                values[i] = runtime.reinterpreted(values[i], self.abi.params[i], self.name)
         if enter_hook is not None:
             enter_hook(launch_metadata)
         if self.printer is not None:
-            self.printer.launch(function, self.plans, values, grid, self.checks, self.shared)
+            self.printer.launch(function, self.abi, values, grid, self.checks, self.shared)
         else:
-            function.launch(self.plans, values, grid, self.checks, self.shared)
+            function.launch(self.abi, values, grid, self.checks, self.shared)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 

@@ -1,13 +1,7 @@
 """Lowering: the tile program as an IREE input module (MLIR text).
 
-The module has one public function, named after the kernel. Its ABI:
-
-- each buffer as a flat ``tensor<?xT>`` (the whole buffer), in parameter order;
-- each scalar parameter as its own type;
-- the grid as three ``i32`` (gx, gy, gz).
-
-It returns every buffer the kernel stores to, tied to its argument (``iree.abi.output``), so
-callers that pass device buffers get in-place writes.
+The module has one public function, named after the kernel, whose ABI (arguments, results)
+`triton_iree.abi` describes.
 
 The body is one ``flow.dispatch.workgroups[gx, gy, gz]``: one Triton program instance per
 IREE workgroup, ``tl.program_id`` = ``flow.dispatch.workgroup.id``. Inside it:

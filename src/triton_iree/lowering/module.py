@@ -7,6 +7,7 @@ import re
 from typing import Optional
 
 from .. import tile as t
+from ..abi import BUFFER, GRID, Abi, Slot
 from ..analysis import GatherAccess, StructuredAccess
 from .values import _CHEAP_OPS, EmitterBase, _LinalgOp, _Tensor
 
@@ -15,17 +16,9 @@ class ModuleEmitter(EmitterBase):
 
     def module(self) -> str:
         k = self.k
-        args, host_operands, host_types, region_args = [], [], [], []
-        out_index = {id(p): i for i, p in enumerate(self.written)}
-        for p in k.params:
-            if p.is_buffer:
-                attr = f" {{iree.abi.output = {out_index[id(p)]} : index}}" if id(p) in out_index else ""
-                args.append(f"%{p.name}_{p.index}: tensor<?x{p.dtype}>{attr}")
-            else:
-                args.append(f"%{p.name}_{p.index}: {p.dtype}")
-        args += ["%grid_x: i32", "%grid_y: i32", "%grid_z: i32"]
-        args += [f"%{b.name}_{b.index}: i64" for b in k.base_offsets]
-        results = [f"tensor<?x{p.dtype}>" for p in self.written]
+        abi = Abi.of_kernel(k, self.written_ids)
+        args = abi.arguments(_ssa)
+        results = abi.results()
         attrs = ""
         if k.reflection:
             attrs = " attributes {iree.reflection = {" + ", ".join(
@@ -35,14 +28,14 @@ class ModuleEmitter(EmitterBase):
         c0 = self.fresh("c")
         self.w(f"{c0} = arith.constant 0 : index")
         dims = {}
-        for p in k.buffers:
+        for s in abi.buffers:
             d = self.fresh("len")
-            self.w(f"{d} = tensor.dim %{p.name}_{p.index}, {c0} : tensor<?x{p.dtype}>")
-            dims[id(p)] = d
+            self.w(f"{d} = tensor.dim {_ssa(s)}, {c0} : {s.mlir_type}")
+            dims[id(s.param)] = d
         wl = []
-        for axis in "xyz":
+        for s in abi.grid:
             g = self.fresh("wg")
-            self.w(f"{g} = arith.index_castui %grid_{axis} : i32 to index")
+            self.w(f"{g} = arith.index_castui {_ssa(s)} : i32 to index")
             wl.append(g)
         if self.serial:
             wl = [self.idx(1)] * 3
@@ -51,35 +44,33 @@ class ModuleEmitter(EmitterBase):
             n = self.fresh("wg")
             self.w(f"{n} = arith.ceildivui {wl[0]}, {per} : index")
             wl[0] = n
-        for p in k.params:
-            host_operands.append(f"%{p.name}_{p.index}")
-            if p.is_buffer:
-                host_types.append(f"tensor<?x{p.dtype}>{{{dims[id(p)]}}}")
-                mode = "readwrite" if id(p) in self.written_ids else "readonly"
-                region_args.append(f"%b{p.index}: !iree_tensor_ext.dispatch.tensor<{mode}:tensor<?x{p.dtype}>>")
+        # The dispatch takes the function's arguments in their order, then each buffer's length.
+        host_operands, host_types, region_args = [], [], []
+        for s in abi.slots:
+            host_operands.append(_ssa(s))
+            p = s.param
+            if s.kind == BUFFER:
+                host_types.append(f"{s.mlir_type}{{{dims[id(p)]}}}")
+                mode = "readwrite" if s.written else "readonly"
+                region_args.append(f"%b{p.index}: !iree_tensor_ext.dispatch.tensor<{mode}:{s.mlir_type}>")
                 self.binding[id(p)] = f"%b{p.index}"
+            elif s.kind == GRID:
+                host_types.append(s.dtype)
+                region_args.append(f"%n{'xyz'[s.number]}: {s.dtype}")
             else:
-                host_types.append(p.dtype)
-                region_args.append(f"%s{p.index}: {p.dtype}")
-        for axis in "xyz":
-            host_operands.append(f"%grid_{axis}")
-            host_types.append("i32")
-            region_args.append(f"%n{axis}: i32")
-        for b in k.base_offsets:
-            host_operands.append(f"%{b.name}_{b.index}")
-            host_types.append("i64")
-            region_args.append(f"%s{b.index}: i64")
-        for p in k.buffers:
-            host_operands.append(dims[id(p)])
+                host_types.append(s.dtype)
+                region_args.append(f"%s{p.index}: {s.dtype}")
+        for s in abi.buffers:
+            host_operands.append(dims[id(s.param)])
             host_types.append("index")
-            region_args.append(f"%l{p.index}: index")
-            self.buf_len[id(p)] = f"%l{p.index}"
+            region_args.append(f"%l{s.param.index}: index")
+            self.buf_len[id(s.param)] = f"%l{s.param.index}"
         current = {id(p): f"%{p.name}_{p.index}" for p in self.written}
         rets = ""
         for self.part_index, self.part in enumerate(self._parts()):
             # The same grid again for each part; a later part takes what the earlier wrote.
-            operands = [current.get(id(p), o) for p, o in zip(k.params, host_operands)] + \
-                host_operands[len(k.params):]
+            operands = [current.get(id(s.param), o) if s.kind == BUFFER else o
+                        for s, o in zip(abi.slots, host_operands)] + host_operands[len(abi.slots):]
             tied = [f"{current[id(p)]}{{{dims[id(p)]}}}" for p in self.written]
             res = self.fresh("r") if self.written else None
             lhs = f"{res}:{len(self.written)} = " if len(self.written) > 1 else (f"{res} = " if res else "")
@@ -472,6 +463,11 @@ class ModuleEmitter(EmitterBase):
         if isinstance(op, t.Unsplat):
             return self._unsplat(op)
         raise self.err(f"unsupported scalar op {op.name}", op)
+
+
+def _ssa(s: Slot) -> str:
+    """The host function's value of argument `s`."""
+    return f"%{s.name}" if s.param is None else f"%{s.param.name}_{s.param.index}"
 
 
 def _mlir_string(text: str) -> str:

@@ -8,8 +8,9 @@ emitter (`lowering.lower`), so both inputs share the analyses, the IREE input fo
 
 What triton-shared's memref ops mean in tile terms:
 
-- A pointer argument (``memref<*xT>`` / ``memref<?xT>``) is a buffer parameter. The last six
-  i32 arguments are num_programs x, y, z and program_id x, y, z.
+- A pointer argument (``memref<*xT>`` / ``memref<?xT>``) is a buffer parameter, with no base
+  offset (the module's ABI: `abi`). The last six i32 arguments are num_programs x, y, z and
+  program_id x, y, z.
 - ``memref.reinterpret_cast`` (offset o, static sizes, strides st) is a strided view of a
   buffer; ``memref.subview`` narrows a view (its dynamic sizes are the mask).
 - ``memref.alloc`` is a tile in registers (mem2reg): each alloc has a current tile value,
