@@ -1,4 +1,4 @@
-"""Lowering: the tile program as an IREE input module (MLIR text).
+"""Lowering: the tile program as an IREE input module (MLIR text, printed by MLIR).
 
 The module has one public function, named after the kernel. Its ABI:
 
@@ -23,17 +23,16 @@ The emitter is one class assembled from one module per concern: `module` (host f
 dispatch skeleton, program versions), `memory` (loads, stores, memory order), `compute`
 (elementwise, reductions), `dot`, `control` (loops, ifs), `shape` (join, split, cat, gather),
 `scan`, `histogram`, `atomics`, over `values` (state and text helpers); per-target choices live in
-`targets/`.
+`targets/`. The emitter writes MLIR text and marks the ops to configure; `configure` parses it
+once with MLIR's Python bindings, sets each marked op's configuration, verifies and prints it.
 """
 from __future__ import annotations
 
-from iree.compiler import ir
-
 from .. import tile as t
 from ..analysis import Facts, analyze
-from ..errors import CompileError
 from .atomics import AtomicEmitter
 from .compute import ComputeEmitter
+from .configure import configure_module
 from .control import ControlEmitter
 from .dot import DotEmitter
 from .histogram import HistogramEmitter
@@ -47,7 +46,7 @@ from .targets.cpu import CpuTiling, cpu_options
 from .targets.gpu import GpuTiling, drop_shortcuts, gpu_options, sink_stored_reshapes
 
 __all__ = ["CpuTiling", "EmitOptions", "Emitter", "GpuTiling", "cpu_options", "emit_module", "gpu_options",
-           "lower", "verify"]
+           "lower"]
 
 
 class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlEmitter, ShapeEmitter,
@@ -56,22 +55,11 @@ class Emitter(ModuleEmitter, MemoryEmitter, ComputeEmitter, DotEmitter, ControlE
 
 
 def emit_module(kernel: t.Kernel, facts: Facts, options: EmitOptions = EmitOptions()) -> str:
-    """The IREE input module (MLIR text) for `kernel`."""
-    return Emitter(kernel, facts, options).module()
-
-
-
-def verify(module_text: str, kernel: str) -> None:
-    """Parses and verifies the emitted module; a failure here is a triton-iree bug."""
-    with ir.Context():
-        try:
-            ir.Module.parse(module_text)
-        except ir.MLIRError as e:
-            err = CompileError(f"triton-iree emitted an invalid module (a bug; please report it with "
-                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel)
-            err.module_text = module_text
-            raise err from None
-
+    """The IREE input module (MLIR text) for `kernel`: emitted, configured (`configure`) and
+    verified; an invalid one raises CompileError (a triton-iree bug)."""
+    emitter = Emitter(kernel, facts, options)
+    text = emitter.module()
+    return configure_module(text, emitter.linalg_ops, options, emitter.gpu_row_length, bool(emitter.gpu_mma), kernel.name)
 
 
 def lower(kernel: t.Kernel, options: EmitOptions = EmitOptions()) -> str:
@@ -79,6 +67,4 @@ def lower(kernel: t.Kernel, options: EmitOptions = EmitOptions()) -> str:
     if options.gpu_tiling is not None and not options.gpu_tiling.spirv:
         drop_shortcuts(kernel)
         sink_stored_reshapes(kernel)
-    text = emit_module(kernel, analyze(kernel), options)
-    verify(text, kernel.name)
-    return text
+    return emit_module(kernel, analyze(kernel), options)
