@@ -52,7 +52,8 @@ def configure_module(text: str, ops: list[_LinalgOp], options: EmitOptions, row_
                                f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel)
             err.module_text = text
             raise err from None
-        return module.operation.get_asm(assume_verified=True)
+        # Without attribute aliases: each op's configuration and indexing maps on its own line.
+        return module.operation.get_asm(use_local_scope=True, assume_verified=True)
 
 
 def _marks(module: ir.Module) -> tuple[list[tuple[int, ir.Operation]], list[ir.Operation], bool]:
