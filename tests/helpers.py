@@ -50,7 +50,7 @@ def module_ops(text: str) -> list[tuple[str, dict[str, str]]]:
     found = []
 
     def visit(op):
-        found.append((op.name, {a.name: str(a.attr) for a in op.attributes}))
+        found.append((op.name, {name: str(op.attributes[name]) for name in op.attributes}))
         return ir.WalkResult.ADVANCE
     with ir.Context():
         ir.Module.parse(text).operation.walk(visit)
@@ -70,7 +70,7 @@ def reduction_bodies(text: str) -> list[list[tuple[str, tuple[str, ...]]]]:
         return v.owner.name
 
     def visit(op):
-        if op.name == "linalg.generic" and '"reduction"' in str(op.attributes["iterator_types"]):
+        if op.name == "linalg.generic" and "reduction" in str(op.attributes["iterator_types"]):
             block = op.regions[0].blocks[0]
             bodies.append([(o.name, tuple(operand(v, block) for v in o.operands)) for o in block.operations])
         return ir.WalkResult.ADVANCE
