@@ -1,9 +1,10 @@
 """Small helpers shared by the tests: TTIR of corpus kernels, the pipeline up to the module, the
-block-size edge set, guarded memory and the fp16 tolerance."""
+ops of an emitted module, the block-size edge set, guarded memory and the fp16 tolerance."""
 import ctypes
 import mmap
 
 import torch
+from iree.compiler import ir
 
 from triton_iree import analysis, lowering, reader
 from triton_iree.backend import compiler
@@ -30,6 +31,52 @@ def add_program(block=1024):
 def facts_and_module(kernel):
     facts = analysis.analyze(kernel)
     return facts, lowering.emit_module(kernel, facts)
+
+
+def nested_ops(op) -> list:
+    """`op` and the ops nested in it, in pre-order (MLIR Python bindings' operations)."""
+    found = []
+
+    def visit(o):
+        found.append(o)
+        return ir.WalkResult.ADVANCE
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def module_ops(text: str) -> list[tuple[str, dict[str, str]]]:
+    """Each op of module `text` in walk order (nested ops first): its name and its attributes,
+    printed."""
+    found = []
+
+    def visit(op):
+        found.append((op.name, {name: str(op.attributes[name]) for name in op.attributes}))
+        return ir.WalkResult.ADVANCE
+    with ir.Context():
+        ir.Module.parse(text).operation.walk(visit)
+    return found
+
+
+def reduction_bodies(text: str) -> list[list[tuple[str, tuple[str, ...]]]]:
+    """The combining ops of each reduction linalg.generic of module `text`: (op name, operands),
+    an operand named "in" or "acc" (the region's first and last argument) or by the op that
+    computes it."""
+    bodies = []
+
+    def operand(v, block) -> str:
+        if isinstance(v.owner, ir.Block):
+            return "in" if ir.BlockArgument(v).arg_number == 0 else \
+                "acc" if ir.BlockArgument(v).arg_number == len(block.arguments) - 1 else "arg"
+        return v.owner.name
+
+    def visit(op):
+        if op.name == "linalg.generic" and "reduction" in str(op.attributes["iterator_types"]):
+            block = op.regions[0].blocks[0]
+            bodies.append([(o.name, tuple(operand(v, block) for v in o.operands)) for o in block.operations])
+        return ir.WalkResult.ADVANCE
+    with ir.Context():
+        ir.Module.parse(text).operation.walk(visit)
+    return bodies
 
 
 def assert_fp16_rounding_of(c, ref32):

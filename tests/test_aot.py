@@ -1,12 +1,12 @@
 """Ahead-of-time compilation of Python kernels: `triton-iree compile FILE.py:KERNEL` and
 `triton_iree.aot.compile_kernel`, run with iree.runtime alone."""
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import iree.runtime as rt
+from iree.compiler import ir
 import numpy as np
 import pytest
 import triton
@@ -65,10 +65,14 @@ def test_emit_mlir_writes_the_module_with_the_documented_abi(tmp_path):
     r = cli("compile", "examples/kernels.py:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=256",
             "--emit-mlir", "-o", "-")
     assert r.returncode == 0, r.stderr
-    head = re.search(r"func\.func @add_kernel\((.*)\) -> \((.*)\)", r.stdout)
-    params = [p.split(":", 1)[1].split("{")[0].strip() for p in head.group(1).split(", %")]
-    assert params == ["tensor<?xf32>"] * 3 + ["i32"] + ["i32"] * 3 + ["i64"] * 3
-    assert head.group(2) == "tensor<?xf32>" and "iree.abi.output = 0" in head.group(1)
+    with ir.Context():
+        module = ir.Module.parse(r.stdout)
+        func = module.body.operations[0]
+        assert ir.StringAttr(func.attributes["sym_name"]).value == "add_kernel"
+        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        assert [str(a) for a in ftype.inputs] == ["tensor<?xf32>"] * 3 + ["i32"] + ["i32"] * 3 + ["i64"] * 3
+        assert [str(a) for a in ftype.results] == ["tensor<?xf32>"]
+        assert str(ir.ArrayAttr(func.attributes["arg_attrs"])[2]) == "{iree.abi.output = 0 : index}"
     assert "flow.dispatch.workgroups" in r.stdout
 
 

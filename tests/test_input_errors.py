@@ -73,7 +73,7 @@ def test_prepare_dumps_a_module_that_does_not_verify(tmp_path, monkeypatch):
     """The advice of the invalid-module error (report it with the dumped module) can be followed."""
     from triton_iree import CompileError, lowering
     monkeypatch.setenv("TRITON_IREE_DUMP_DIR", str(tmp_path))
-    monkeypatch.setattr(lowering, "emit_module", lambda *a, **k: "module { not.mlir }")
+    monkeypatch.setattr(lowering.Emitter, "module", lambda self: "module { not.mlir }")
     with pytest.raises(CompileError, match="invalid module"):
         prepare(_add_kernel_scaled(3), "add.mlir")
     where, = (tmp_path / "add_kernel").iterdir()

@@ -4,24 +4,27 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from iree.compiler import ir
 
 from triton_iree import lowering
 from triton_iree.targets import make_target
 from triton_iree.targets.cpu import CpuTiling
 
-from helpers import add_program, edge_sizes, facts_and_module, tile_program
+from helpers import add_program, edge_sizes, facts_and_module, nested_ops, tile_program
 
 
 def test_module_abi_and_dispatch_form():
     k = add_program(1024)
     _, text = facts_and_module(k)
-    lowering.verify(text, k.name)
-    sig = re.search(r"func\.func @add_kernel\((.*)\) -> \((.*)\) \{", text)
-    args, results = sig.group(1), sig.group(2)
-    assert args.count("tensor<?xf32>") == 3
-    assert "{iree.abi.output = 0 : index}" in args.split(",")[2]
-    assert "%grid_x: i32, %grid_y: i32, %grid_z: i32" in args
-    assert results == "tensor<?xf32>"
+    with ir.Context():
+        module = ir.Module.parse(text)
+        func = module.body.operations[0]
+        assert func.operation.name == "func.func" and ir.StringAttr(func.attributes["sym_name"]).value == "add_kernel"
+        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        assert [str(a) for a in ftype.inputs[:7]] == ["tensor<?xf32>"] * 3 + ["i32"] * 4   # n, the grid
+        assert [str(r) for r in ftype.results] == ["tensor<?xf32>"]
+        outputs = [str(a) for a in ir.ArrayAttr(func.attributes["arg_attrs"])]
+        assert outputs[:3] == ["{}", "{}", "{iree.abi.output = 0 : index}"]
     assert text.count("flow.dispatch.workgroups") == 1
     assert "flow.dispatch.workgroup.id[0]" in text
     # a full-tile version with static slices beside the masked one
@@ -71,14 +74,17 @@ def test_matmul_full_version_form():
     # in place without masking (no transfers, no row loops, no tiles filled with `other`), and
     # the tail; the masked version follows. (What the loops compute is checked by running them.)
     text = _matmul_module(lowering.EmitOptions(cpu_tiling=CpuTiling()))
-    full, masked = text.split("} else {", 1)
-    loops = [ln for ln in full.splitlines() if "scf.for %iv" in ln]
-    assert len(loops) == 2
-    first = full.split(loops[1], 1)[0]
-    assert "arith.floordivsi" in first          # the peel point
-    body = first.split(loops[0], 1)[1]
-    assert not any(op in body for op in ("vector.transfer", "tensor.insert_slice", "scf.for %row", "scf.if"))
-    assert "scf.for %iv" in masked
+    with ir.Context():
+        module = ir.Module.parse(text)
+        versions = [op for op in nested_ops(module.operation) if op.name == "scf.if" and len(op.regions[1].blocks)]
+        full, masked = (list(versions[0].regions[i].blocks[0].operations) for i in (0, 1))
+        loops = [i for i, op in enumerate(full) if op.name == "scf.for" and len(op.results)]   # not the store's rows
+        assert len(loops) == 2
+        assert "arith.floordivsi" in [op.name for op in full[:loops[1]]]          # the peel point
+        body = {op.name for op in nested_ops(full[loops[0]])[1:]}
+        assert not body & {"vector.transfer_read", "vector.transfer_write", "tensor.insert_slice", "scf.for", "scf.if"}
+        assert any(op.name == "scf.for" and len(op.results) for top in masked for op in nested_ops(top))
+
 
 
 # --- slice bounds: the emitted module's index arithmetic, evaluated for concrete arguments ---
@@ -274,10 +280,8 @@ def test_elementwise_tiles_read_by_one_op_are_computed_inside_it():
     # and the fused op loses its lowering_config, so it was vectorized whole (32768 lanes).
     text = lowering.lower(tile_program(_row_cross_entropy, CE_SIG, dict(BLOCK=32768)), make_target("llvm-cpu").emit_options())
     assert "compilation_info" in text
-    generics = re.findall(r"(%g\d+) = linalg.generic", text)
-    assert generics
-    for g in generics:
-        assert not re.search(rf"linalg.generic [^\n]*ins\({g}\b", text), g
+    assert _generic_inputs(text), text
+    assert "linalg.generic" not in [producer for _, producer in _generic_inputs(text)]
 
 
 # BLOCK 32768: the tiles of the loops' full and masked versions fit the CPU's 1 MiB stack only
@@ -353,12 +357,28 @@ def test_no_generic_reads_an_i1_tile_of_another():
     # vectorized whole: one 8192-lane gather, minutes of compile time.
     text = lowering.lower(tile_program(_moe_down_proj_backward, MOE_SIG,
                                        dict(H=256, I=512, BM=64, BN=128, BK=64)), make_target("llvm-cpu").emit_options())
-    masks = re.findall(r"(%g\d+) = linalg.generic [^\n]*-> tensor<[0-9x]+xi1>", text)
-    masks += [m for m, ty in re.findall(r"(%g\d+) = linalg.generic .*?\n\s*\} -> (tensor<[^>]*>)", text, re.S)
-              if ty.endswith("xi1>")]
-    assert masks
-    for m in masks:
-        assert not re.search(rf"linalg.generic [^\n]*ins\([^)]*{m}\b", text), m
+    assert any(name == "linalg.generic" and "xi1>" in ty for name, ty in _results(text))
+    assert ("linalg.generic", "i1") not in [(p, ty.split("x")[-1].rstrip(">")) for ty, p in _generic_inputs(text)]
+
+
+def _generic_inputs(text: str) -> list[tuple[str, str]]:
+    """(type, name of the producing op, or "" for a block argument) of each input of each
+    linalg.generic of module `text`."""
+    found = []
+    with ir.Context():
+        module = ir.Module.parse(text)
+        for op in nested_ops(module.operation):
+            if op.name == "linalg.generic":
+                ins = list(op.operands)[:len(op.operands) - len(op.results)]
+                found.extend((str(v.type), "" if isinstance(v.owner, ir.Block) else v.owner.name) for v in ins)
+    return found
+
+
+def _results(text: str) -> list[tuple[str, str]]:
+    """(op name, result type) of each result of each op of module `text`."""
+    with ir.Context():
+        module = ir.Module.parse(text)
+        return [(op.name, str(r.type)) for op in nested_ops(module.operation) for r in op.results]
 
 
 @pytest.mark.parametrize("blocks", [(16, 16, 16), (64, 128, 64)])

@@ -1,17 +1,17 @@
 """Tiles of several rows stored row by row (a layer norm that stores its output, mean and rstd):
 the module iree-compile gets, and the results against torch."""
-import re
 
 import pytest
 import torch
 import triton
 import triton.language as tl
+from iree.compiler import ir
 from triton.language.extra import libdevice
 
 from triton_iree import lowering
 from triton_iree.targets import make_target
 
-from helpers import tile_program
+from helpers import nested_ops, tile_program
 
 
 @triton.jit
@@ -39,16 +39,17 @@ def test_a_computed_tile_stored_by_rows_is_stored_from_a_copy():
     also stored, its llvm-cpu tiling of that loop never finished (iree-compile ran until the
     time limit). Each row stored from a computed tile is a slice of a linalg.copy of it."""
     text = lowering.lower(tile_program(layer_norm_rows, SIG, dict(N=128, ROWS=8)), make_target("llvm-cpu").emit_options())
-    defs = {m.group(1): m.group(2) for m in re.finditer(r"(%[\w.]+) = ([\w.]+)", text)}
-    lines = text.splitlines()
-    row_stores = []
-    for i, ln in enumerate(lines):
-        if "dispatch.tensor.store" in ln and "scf.for %row" in "\n".join(lines[max(0, i - 12):i]):
-            src = re.search(r"tensor\.extract_slice (%[\w.]+)\[", lines[i - 1])
-            if src and "x128x" in lines[i - 1]:
-                row_stores.append(src.group(1))
+    with ir.Context():
+        module = ir.Module.parse(text)
+        row_stores = []     # the op computing each tile a row loop stores a slice of
+        for op in nested_ops(module.operation):
+            if op.name == "iree_tensor_ext.dispatch.tensor.store" and op.parent.name == "scf.for" and \
+                    op.operands[0].owner.name == "tensor.extract_slice":
+                tile = op.operands[0].owner.operands[0]
+                if str(tile.type) == "tensor<8x128xf32>":
+                    row_stores.append(tile.owner.name)
     assert row_stores, "no row loop storing the 8x128 tile"
-    assert all(defs[s] == "linalg.copy" for s in row_stores), [(s, defs[s]) for s in row_stores]
+    assert set(row_stores) == {"linalg.copy"}, row_stores
 
 
 @pytest.mark.parametrize("rows", [1, 8])

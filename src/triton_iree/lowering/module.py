@@ -3,12 +3,12 @@
 program, and the walk over the tile program's ops."""
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 from .. import tile as t
 from ..abi import BUFFER, GRID, Abi, Slot
 from ..analysis import GatherAccess, StructuredAccess
+from .configure import COPY_MARK, OP_MARK
 from .values import _CHEAP_OPS, EmitterBase, _LinalgOp, _Tensor
 
 class ModuleEmitter(EmitterBase):
@@ -92,104 +92,22 @@ class ModuleEmitter(EmitterBase):
         self.w(f"return {rets} : {', '.join(results)}" if self.written else "return")
         self.indent -= 1
         self.w("}")
-        return self._configure("\n".join(self.lines) + "\n")
+        return "\n".join(self.lines) + "\n"
 
     def _config_slot(self, kind: str, loops: tuple[int, ...], iterators: tuple[str, ...],
                      elt_bytes: int, math: bool = False, mma: Optional[tuple] = None,
-                     spread: bool = False) -> str:
-        """A placeholder for the attributes of a linalg op, filled in by `_configure`. None for
-        an op on one thread (`_on_one_thread`): IREE must not spread it over the threads."""
-        if self.one_thread:
-            return ""
-        self.linalg_ops.append(_LinalgOp(kind, tuple(loops), tuple(iterators), elt_bytes,
-                                         self.loop_depth, self.full_version, math, mma, self.part_index,
-                                         spread))
-        return f"\u00a7{len(self.linalg_ops) - 1}\u00a7"
-
-    def _configure(self, text: str) -> str:
-        tiling = self.options.cpu_tiling
-        ops = self.linalg_ops
-        attrs = [""] * len(ops)
-        candidates = [i for i, o in enumerate(ops) if o.loops]
-        gpu = self.options.gpu_tiling
-        if gpu is not None and any(o.iterators and "parallel" not in o.iterators for o in ops):
-            # A reduction of a whole tile to a scalar: IREE takes it as the root, and a root with
-            # no parallel loop is never split over workgroups, so IREE's own configuration is
-            # kept: it computes such reductions correctly, where a TileAndFuse root on one is
-            # much slower (softmax) or does not compile (layer norm).
-            # The copies before stores (`_store_copy`) are for dispatches the lowering
-            # configures; IREE's own configuration does without them.
-            for c, src in self.store_copies.items():
-                text = re.sub(f"\n[ ]*{c} = linalg\\.copy [^\n]*", "", text)
-                text = re.sub(f"{c}(?![0-9])", src, text)
-            if self.gpu_row_length is not None:
-                attrs = gpu.row_reduction_configs(ops, self.gpu_row_length) or attrs
-            if gpu.spirv:
-                attrs = gpu.spirv_serial_reduction(ops) or attrs
-        elif self.gpu_mma:
-            for d in {o.dispatch for o in ops}:
-                mine = [i for i, o in enumerate(ops) if o.dispatch == d]
-                for i, a in zip(mine, gpu.mma_configs([ops[i] for i in mine])):
-                    attrs[i] = a
-        elif gpu is not None and candidates:
-            if gpu.spirv:
-                root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].kind == "matmul",
-                                                      1 not in ops[i].loops, ops[i].heat(), -i))
-            else:
-                # Of equally hot ops the last: IREE's TileAndFuse fuses the root's producers
-                # into its loop over the threads, but not always its consumers (a store's copy
-                # after a chain of elementwise ops with several uses, as in f64 math, fp8 casts and
-                # 1-D sorts, was left outside: 'memref.copy' op write affecting operations on
-                # global resources are restricted to workgroup distributed contexts).
-                root = max(candidates, key=lambda i: (ops[i].kind != "fill", ops[i].heat(), i))
-                copies = [i for i in candidates if i > root and ops[i].kind == "copy"]
-                if "reduction" in ops[root].iterators and ops[root].kind == "generic" and copies:
-                    # A reduction along some dims of a tile, stored: the store's copy is the root
-                    # and the reduction keeps its tiling. As the root, the reduction would leave
-                    # its result in each thread's private memory, and the copy, which IREE does
-                    # not fuse into the reduction's loop over the threads, would store other
-                    # threads' elements from it: wrong wherever a thread has more than one row
-                    # to reduce (tl.join of pointers).
-                    red = ops[root]
-                    attrs[root] = (f"lowering_config = "
-                                   f"{gpu.lowering_config(red.loops, red.iterators)}")
-                    root = max(copies, key=lambda i: (ops[i].heat(), i))
-            attrs[root] = f"compilation_info = {gpu.compilation_info(ops[root].loops, ops[root].iterators)}"
-            if not gpu.spirv:
-                # Fills of a scalar store's element, or into workgroup memory, spread over the
-                # threads on their own: IREE fuses into the root's loop over the threads its
-                # producers and some consumers only, and left such a fill undistributed ('failed
-                # to distribute' after a tile op or an atomic; 'write affecting operations on
-                # shared resources are restricted to lane or thread distributed contexts').
-                for i in candidates:
-                    if ops[i].spread and i != root:
-                        attrs[i] = f"lowering_config = {gpu.lowering_config(ops[i].loops, ops[i].iterators)}"
-            if gpu.spirv:
-                # IREE's SPIR-V pipeline tiles every op with one configuration and requires all
-                # the ops' to be equal: the ops of the root's rank carry the root's, the others
-                # none. A root with a size-1 loop loses its configuration when IREE drops that
-                # loop, so one without is preferred.
-                cfg = gpu.spirv_lowering_config(ops[root].loops, ops[root].iterators)
-                for i in candidates:
-                    if i != root and len(ops[i].loops) == len(ops[root].loops):
-                        attrs[i] = f"lowering_config = {cfg}"
-        elif tiling is not None and tiling.configures(ops) and "tensor.collapse_shape" not in text:
-            # (A reduction of a reshaped tile, `tl.reshape(x, (n,))`: IREE folds the reshape into
-            # the reduction, which loses its configuration, and configuring the rest fails.)
-            root = max(candidates, key=lambda i: (ops[i].heat(), -i))
-            for i in candidates:
-                o = ops[i]
-                cfg = tiling.lowering_config(o.kind, o.loops, o.iterators, o.elt_bytes, o.math)
-                attrs[i] = (f"compilation_info = {tiling.compilation_info(cfg)}" if i == root
-                            else f"lowering_config = {cfg}")
-
-        def sub(m) -> str:
-            a = attrs[int(m.group(2))]
-            if m.group(1):      # inside an attribute dictionary that continues
-                return f"{a}, " if a else ""
-            return f"{{{a}}} " if a else ""
-
-        return re.sub("(\\{)?\u00a7(\\d+)\u00a7", lambda m: (m.group(1) or "") + sub(m), text)
+                     spread: bool = False, store_copy: bool = False) -> str:
+        """The attribute dictionary that marks a linalg op for `configure` (with its index in
+        `linalg_ops`; `store_copy`: a store's copy, which it may drop), or "". No index for an
+        op on one thread (`_on_one_thread`): IREE must not spread it over the threads."""
+        marks = [f"{OP_MARK} = {len(self.linalg_ops)} : i64"] if not self.one_thread else []
+        if marks:
+            self.linalg_ops.append(_LinalgOp(kind, tuple(loops), tuple(iterators), elt_bytes,
+                                             self.loop_depth, self.full_version, math, mma, self.part_index,
+                                             spread))
+        if store_copy:
+            marks.append(COPY_MARK)
+        return f"{{{', '.join(marks)}}} " if marks else ""
 
     def _programs_per_workgroup(self, gx: str, gy: str, gz: str) -> str:
         """max(1, ceil(gx / max(1, MAX / (gy * gz)))): programs along axis 0 per workgroup."""

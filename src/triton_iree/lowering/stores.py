@@ -100,7 +100,7 @@ class StoreEmitter(MemoryEmitter):
         CUDA and HIP a tile from a linalg.fill is copied from a linalg.generic yielding its
         scalar: IREE folds a copy of a fill, and a slice of a fill, into a fill, and the copy's
         configuration with them (a constant tile stored, masked: the same error). (Not where
-        IREE configures the dispatch, which drops the copies: `_configure`.)"""
+        IREE configures the dispatch, which drops the copies: `configure`.)"""
         if self.llvmgpu and not self.gpu_whole_reductions and val in self.fills:
             scalar, val, rank = self.fills[val], self.fresh("const"), len(rty.shape)
             self._write_generic(val, _Body(rank), [self._map(rank, [f"d{i}" for i in range(rank)])],
@@ -112,9 +112,8 @@ class StoreEmitter(MemoryEmitter):
         # around the root leaves a store's copy in the other branch undistributed, and it writes
         # its tile's first element only.
         slot = self._config_slot("copy", rty.shape, ("parallel",) * len(rty.shape), _bytes(rty.dtype),
-                                 spread=self.if_depth > 0)
+                                 spread=self.if_depth > 0, store_copy=True)
         self.w(f"{c} = linalg.copy {slot}ins({val} : {rty.mlir()}) outs({e} : {rty.mlir()}) -> {rty.mlir()}")
-        self.store_copies[c] = val
         return c
 
     def _slice_store(self, p: t.Param, acc, shape, active, inner, rty: t.TileType, val: str,
@@ -208,7 +207,7 @@ class StoreEmitter(MemoryEmitter):
         elif self.options.gpu_tiling is not None or self.snapshots:
             # From a one-element linalg.fill. GPUs: a dispatch without a linalg op keeps its
             # bindings as they are, which IREE's SPIR-V backend cannot lower; on CUDA and HIP
-            # each such fill is spread over the threads (`_configure`). With snapshots: a stored
+            # each such fill is spread over the threads (`configure`). With snapshots: a stored
             # constant must not make the dispatch a copy (see `_store`).
             x = self._fill(value, t.TileType((1,), p.dtype), stored=True)
         else:

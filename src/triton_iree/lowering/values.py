@@ -124,7 +124,6 @@ class EmitterBase():
         self.one_thread = 0                     # emitting inside `_on_one_thread`'s loop
         self.if_depth = 0                       # emitting inside a runtime `if`
         self.linalg_ops: list[_LinalgOp] = []
-        self.store_copies: dict[str, str] = {}   # GPUs: linalg.copy before a store -> its source
         self.fills: dict[str, str] = {}          # tile from a linalg.fill (`_fill`) -> its scalar
         self.program_x: Optional[str] = None   # program id along axis 0, when coarsened
         # A kernel with atomics runs its programs one after another in one workgroup (see
@@ -133,7 +132,7 @@ class EmitterBase():
         self.program_ids: dict[int, str] = {}
         self.snapshots = snapshot_loads(kernel, facts, options.may_alias)
         self.snapshotting = False               # emitting a load in `snapshots`
-        # GPU targets (see `module._configure`): a dispatch that reduces a tile to a scalar
+        # GPU targets (see `configure`): a dispatch that reduces a tile to a scalar
         # gets, on LLVMGPU targets, IREE's vector distribution of reductions, configured by the
         # lowering for a row program (`GpuTiling.row_length`), by IREE otherwise; both want
         # masked rows as pads and map_stores (`memory`). On Vulkan IREE configures it.
