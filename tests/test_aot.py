@@ -251,3 +251,8 @@ def test_launching_needs_neither_triton_nor_the_iree_compiler():
             "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_launcher_refuses_an_unknown_target_as_an_input_error():
+    with pytest.raises(InputError, match="unknown target 'nope'"):
+        aot.Launcher(b"", "k", "x_ptr=*fp32", target="nope")

@@ -258,7 +258,11 @@ class Launcher:
     def __init__(self, vmfb: bytes | str | Path, kernel: str, signature: str | dict[str, str],
                  target: str = "llvm-cpu"):
         from . import abi, runtime, targets
-        driver = targets.target_class(target).of().runtime_driver()   # refuses compile-only targets
+        try:
+            cls = targets.target_class(target)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        driver = cls.of().runtime_driver()   # refuses compile-only targets
         if not isinstance(vmfb, bytes):
             vmfb = Path(vmfb).read_bytes()
         if isinstance(signature, str):

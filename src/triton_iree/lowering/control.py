@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import tile as t
 from ..forms import Carried
-from .values import EmitterBase, _Tensor, literal
+from .values import EmitterBase, _Tensor
 
 class ControlEmitter(EmitterBase):
     """Loops and conditionals."""

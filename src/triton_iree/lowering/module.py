@@ -7,7 +7,7 @@ from typing import Optional
 
 from .. import tile as t
 from ..abi import BUFFER, GRID, Abi, Slot
-from ..analysis import GatherAccess, StructuredAccess
+from ..forms import GatherAccess, StructuredAccess
 from .configure import COPY_MARK, OP_MARK
 from .values import _CHEAP_OPS, EmitterBase, _LinalgOp, _Tensor
 

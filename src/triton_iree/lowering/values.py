@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .. import tile as t
-from ..analysis import Carried, Cond, Facts, GatherAccess, Poly, closed_form_reduce
+from ..analysis import closed_form_reduce
+from ..forms import Carried, Cond, Facts, GatherAccess, Poly
 from ..errors import UnsupportedError
 from ..memory_order import snapshot_loads, stores_before_access
 from .options import EmitOptions
@@ -135,7 +136,7 @@ class EmitterBase():
         # GPU targets (see `configure`): a dispatch that reduces a tile to a scalar
         # gets, on LLVMGPU targets, IREE's vector distribution of reductions, configured by the
         # lowering for a row program (`GpuTiling.row_length`), by IREE otherwise; both want
-        # masked rows as pads and map_stores (`memory`). On Vulkan IREE configures it.
+        # masked rows as pads and map_stores (`loads`, `stores`). On Vulkan IREE configures it.
         gpu = options.gpu_tiling
         self.llvmgpu = gpu is not None and gpu.llvmgpu
         # LLVMGPU: stores after which the workgroup waits (`memory_order.stores_before_access`).
@@ -148,7 +149,7 @@ class EmitterBase():
         self.gpu_scatters = self.llvmgpu and any(
             isinstance(op, t.Store) and isinstance(facts.access(op), GatherAccess) for op in kernel.walk())
         # (On CUDA and HIP a reduction of a uniform tile is computed in closed form, no linalg
-        # op: `ComputeEmitter._closed_form`; one to 64-bit scalars on one thread.)
+        # op: `ReductionEmitter._closed_form`; one to 64-bit scalars on one thread.)
         self.gpu_whole_reductions = gpu is not None and any(
             isinstance(op, t.Reduce) and op.to_scalar and
             not (self.llvmgpu and (closed_form_reduce(op) or gpu.reduced_on_one_thread(op) or self.gpu_scatters))

@@ -20,10 +20,10 @@ The emitted form differs from the CPU's where IREE would otherwise drop or repla
 configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
 (IREE moves no named op into a store's row loop, and a tile only loaded and stored keeps a
 linalg op), scalars from a one-element linalg.fill, scatters read their tiles after an
-`iree_gpu.value_barrier`, masked rows are loaded as a tensor.pad (`memory._gpu_pads`), a
+`iree_gpu.value_barrier`, masked rows are loaded as a tensor.pad (`LoadEmitter._gpu_pads`), a
 reshaped tile is stored unreshaped (`llvmgpu.sink_stored_reshapes`) and read by a matmul through a slice
 (`DotEmitter._reshape_barrier`; IREE sinks reshapes into the ops around them and rebuilds those
-without their configuration), and a reduction's loop is innermost (`ComputeEmitter._reduce`:
+without their configuration), and a reduction's loop is innermost (`ReductionEmitter._reduce`:
 IREE would interchange the loops and keep the tile sizes, splitting the reduction over racing
 threads); on Vulkan every op of the root's rank carries the root's tile sizes, a root without size-1 loops is
 preferred, and 2-D tiles are loaded by rows rather than as slabs. BaseDistribute bufferizes the
