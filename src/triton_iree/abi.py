@@ -38,14 +38,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from .errors import LaunchError
-from .types import POINTER_TYPES
+from .types import POINTER_TYPES, SCALAR_TYPES
 
 BUFFER, SCALAR, GRID, BASE = "buffer", "scalar", "grid", "base"
 
-# Triton's scalar types the launch passes -> their MLIR type.
-SCALAR_TYPES = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64",
-                "u1": "i1", "u8": "i8", "u16": "i16", "u32": "i32", "u64": "i64",
-                "fp32": "f32", "fp64": "f64"}
 # Triton's pointer element types -> the MLIR element type of the buffer.
 POINTER_DTYPES = {name: mlir for name, (mlir, _) in POINTER_TYPES.items()}
 

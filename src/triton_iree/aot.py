@@ -36,7 +36,7 @@ __all__ = ["AotKernel", "Launcher", "compile_kernel", "load_kernel", "parse_cons
 
 # Triton's names of the element types a pointer argument or a scalar can have.
 POINTER_TYPES = tuple(types.POINTER_TYPES)
-SCALAR_TYPES = ("i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp32", "fp64")
+SCALAR_TYPES = tuple(types.SCALAR_TYPES)
 
 
 @dataclass(frozen=True)

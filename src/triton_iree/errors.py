@@ -26,9 +26,6 @@ PYTHON_NAMES = {
     "math.absf": "tl.abs", "arith.remf": "% on floats", "arith.maxnumf": "tl.maximum",
     "arith.minnumf": "tl.minimum",
 }
-TYPE_NAMES = {"f64": "tl.float64", "f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16",
-              "i1": "tl.int1", "i8": "tl.int8", "i16": "tl.int16", "i32": "tl.int32", "i64": "tl.int64",
-              "f8E4M3FN": "tl.float8e4nv", "f8E5M2": "tl.float8e5"}
 # The construct behind each op of the tile program (tile.py), by class name.
 TILE_OP_NAMES = {
     "If": "an if", "For": "a for loop", "While": "a while loop", "Load": "tl.load", "Store": "tl.store",

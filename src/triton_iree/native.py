@@ -22,20 +22,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .abi import BASE, BUFFER, GRID, SCALAR, Abi, Slot
+from . import types
 from .errors import UnsupportedError
 
-# Triton scalar types: (MLIR type of the host function's argument, bytes).
-SCALAR_TYPES = {
-    "i1": ("i1", 1), "u1": ("i1", 1), "i8": ("i8", 1), "u8": ("i8", 1), "i16": ("i16", 2), "u16": ("i16", 2),
-    "i32": ("i32", 4), "u32": ("i32", 4), "i64": ("i64", 8), "u64": ("i64", 8),
-    "fp16": ("f16", 2), "bf16": ("bf16", 2), "fp32": ("f32", 4), "fp64": ("f64", 8),
-}
-_POINTER_TYPES = {
-    "fp32": ("f32", 4), "fp16": ("f16", 2), "bf16": ("bf16", 2), "fp64": ("f64", 8),
-    "i1": ("i8", 1), "u1": ("i8", 1), "i8": ("i8", 1), "u8": ("i8", 1), "i16": ("i16", 2), "u16": ("i16", 2),
-    "i32": ("i32", 4), "u32": ("i32", 4), "i64": ("i64", 8), "u64": ("i64", 8),
-    "fp8e4nv": ("f8E4M3FN", 1), "fp8e5": ("f8E5M2", 1),
-}
+# Triton's scalar and pointer element types: (MLIR type of the argument or element, bytes).
+SCALAR_TYPES = {ty: (m, types.ELEMENT_BYTES[m]) for ty, m in types.SCALAR_TYPES.items()}
+_POINTER_TYPES = {ty: (m, types.ELEMENT_BYTES[m]) for ty, (m, _) in types.POINTER_TYPES.items()}
 
 
 @dataclass(frozen=True)

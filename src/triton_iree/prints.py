@@ -32,12 +32,10 @@ from typing import Sequence
 from . import abi
 from . import tile as t
 from .errors import UnsupportedError
+from .types import ELEMENT_BYTES, TORCH_DTYPES, UNSIGNED_TORCH_DTYPES
 
 # Element types a printed value can have, and their torch / numpy names.
-_TORCH = {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "f16": "float16", "bf16": "bfloat16",
-          "f32": "float32", "f64": "float64"}
-_UNSIGNED = {"i8": "uint8", "i16": "uint16", "i32": "uint32", "i64": "uint64"}
-_BYTES = {"i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+_TORCH = {m: TORCH_DTYPES[m] for m in ("i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")}
 I64 = t.ScalarType("i64")
 # The module function's reflection entry that holds `instrument`'s result, as JSON.
 REFLECTION_KEY = "triton_iree.prints"
@@ -166,7 +164,7 @@ class Printer:
         self.records, self.fixed = info["sites"], info["fixed"]
         self.values = [v for r in self.records for v in r["values"]]
         # Bytes a print entry takes in the logs: its site number and every value's buffer.
-        self.entry_bytes = 4 + sum(_BYTES[v["dtype"]] * max(1, math.prod(v["shape"])) for v in self.values)
+        self.entry_bytes = 4 + sum(ELEMENT_BYTES[v["dtype"]] * max(1, math.prod(v["shape"])) for v in self.values)
         self.params = abi.print_params([v["dtype"] for v in self.values])
 
     @staticmethod
@@ -220,8 +218,8 @@ class Printer:
             a = b.numpy()
             if v["bool"]:
                 a = a != 0
-            elif not v["signed"] and v["dtype"] in _UNSIGNED:
-                a = a.view(_UNSIGNED[v["dtype"]])
+            elif not v["signed"] and v["dtype"] in UNSIGNED_TORCH_DTYPES:
+                a = a.view(UNSIGNED_TORCH_DTYPES[v["dtype"]])
             arrays.append(a.reshape(-1, max(1, math.prod(v["shape"]))))
         # The first of each site's values among the value buffers.
         first = list(itertools.accumulate((len(r["values"]) for r in self.records), initial=0))

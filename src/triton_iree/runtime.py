@@ -27,9 +27,8 @@ from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, e
 from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
 from .errors import DeviceError, LaunchError
+from .types import ELEMENT_BYTES
 
-_ELEMENT_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1,
-                  "f8E4M3FN": 1, "f8E5M2": 1}
 _ELEMENT_TYPES = {
     "f32": rt.HalElementType.FLOAT_32, "f16": rt.HalElementType.FLOAT_16,
     "bf16": rt.HalElementType.BFLOAT_16, "f64": rt.HalElementType.FLOAT_64,
@@ -284,7 +283,7 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
             # Not a reference to the tensor: the launch is synchronous and the caller holds it.
             mem = (ctypes.c_char * nbytes).from_address(base)
             buf = dev.device.allocator.import_host_allocation(mem, _HOST_MEMORY, rt.BufferUsage.DEFAULT)
-            bv = _host_views[key] = rt.HalBufferView(buf, (nbytes // _ELEMENT_BYTES[dtype],), want)
+            bv = _host_views[key] = rt.HalBufferView(buf, (nbytes // ELEMENT_BYTES[dtype],), want)
         return bv
     view, _ = flat_view(tensor)
     if view.element_size() == 1 and view.is_floating_point():
@@ -307,7 +306,7 @@ class _VulkanCopies:
     def buffer(self, dev: Device, tensor, base: int, nbytes: int, dtype: str) -> rt.HalBufferView:
         want = _ELEMENT_TYPES[dtype]
         host = np.frombuffer((ctypes.c_char * nbytes).from_address(base), dtype=np.uint8) if nbytes else \
-            np.zeros(_ELEMENT_BYTES[dtype], np.uint8)   # Vulkan has no empty bindings
+            np.zeros(ELEMENT_BYTES[dtype], np.uint8)   # Vulkan has no empty bindings
         buf = dev.device.allocator.allocate_buffer_copy(
             memory_type=rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE,
             allowed_usage=rt.BufferUsage.DEFAULT | rt.BufferUsage.MAPPING,
@@ -317,7 +316,7 @@ class _VulkanCopies:
             # may start before it, at the aligned address before the first element).
             start = max(base, tensor.untyped_storage().data_ptr())
             self.copies.append((buf, base, nbytes, start, base + nbytes - start))
-        return rt.HalBufferView(buf, (max(nbytes, len(host)) // _ELEMENT_BYTES[dtype],), want)
+        return rt.HalBufferView(buf, (max(nbytes, len(host)) // ELEMENT_BYTES[dtype],), want)
 
     def write_back(self) -> None:
         for buf, base, nbytes, start, size in self.copies:
@@ -336,7 +335,7 @@ def reinterpreted(wrapper, plan, kernel: str):
     base tensor viewed as integers of the wrapper's element width, sharing its memory; the
     kernel reads them as the wrapper's dtype (the signature's). `plan`: its buffer's `abi.Slot`."""
     import torch
-    ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[_ELEMENT_BYTES[plan.dtype]]
+    ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[ELEMENT_BYTES[plan.dtype]]
     base = wrapper.base
     try:
         return base.view(ints)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .. import tile as t
 from . import fp8_bits
-from ..errors import TYPE_NAMES, python_name
+from ..errors import python_name
+from ..types import TYPE_NAMES
 from .values import _BF16_EXACT, _CASTS, _INT_DIVS, EmitterBase
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import tile as t
-from ..errors import TYPE_NAMES
+from ..types import TYPE_NAMES
 from .values import EmitterBase, _Tensor
 
 _INT_COMBINE = {"add": "arith.addi", "max": "arith.maxsi", "min": "arith.minsi", "umax": "arith.maxui",

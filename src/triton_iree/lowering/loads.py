@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import tile as t
-from ..errors import TYPE_NAMES
+from ..types import TYPE_NAMES
 from ..forms import Box, StructuredAccess
 from .memory import MemoryEmitter
 from .values import _Body, _Tensor, literal

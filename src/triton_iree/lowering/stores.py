@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import tile as t
-from ..errors import TYPE_NAMES
+from ..types import TYPE_NAMES
 from ..analysis import uniform_scalar
 from ..forms import Box, GatherAccess
 from .memory import MemoryEmitter
