@@ -14,6 +14,13 @@ order, then scratch pointers. `rewrite_abi` reorders the PTX entry's parameter l
 order and rewrites the few `ld.param` instructions that read them: 64-bit scalars arrive as two
 32-bit halves, each pointer is advanced by its buffer's byte offset, and scratch pointers that
 the kernel does not use (a scratch size of 0) become null.
+
+The rewrite edits PTX as text, with patterns for exactly the two constructs it changes (the
+`.entry` parameter list and `ld.param` of those parameters): PTX is an assembly language, and
+neither Triton nor IREE nor LLVM's Python-facing packages offer a PTX parser; Triton's own CUDA
+backend edits its PTX the same way (`.version` and `.target` lines). Every use of a parameter is
+accounted for: one other than an `ld.param` is refused rather than left pointing at the wrong
+argument.
 """
 from __future__ import annotations
 
