@@ -250,7 +250,7 @@ class LlvmGpu(Gpu):
 @dataclass(frozen=True)
 class Cuda(LlvmGpu):
     """NVIDIA GPUs through IREE's cuda target and driver, on torch CUDA tensors. Validated for
-    Triton kernels: the test suite's GPU part passes on an NVIDIA GPU (benchmarks/gpu)."""
+    Triton kernels: the test suite's GPU part passes on an NVIDIA GPU (tests/plugins/on_target.py)."""
     name: ClassVar[str] = "cuda"
     backend: ClassVar[str] = "cuda"
     default_arch: ClassVar[str] = "sm_80"
