@@ -144,7 +144,7 @@ class IreeBackend(BaseBackend):
     def _lower(self, mod, metadata: dict, options: IreeOptions) -> str:
         from .. import checks, frontend, prints, reader
         from ..analysis import analyze
-        from ..lowering import emit_module, lower
+        from ..lowering import emit_module
         text = frontend.generic_text(mod)
         name = mod.get_entry_func_name()
         log.info("lowering %s for %s (TTIR -> IREE input module)", name, self.iree_target.name)
@@ -165,11 +165,12 @@ class IreeBackend(BaseBackend):
         emit_options = target.emit_options(options.num_warps)
         target.prepare(kernel)   # the target's rewrites of the tile program
         try:
-            module = lower(kernel, emit_options)
+            facts = analyze(kernel)   # once: both modules are emitted from the same facts
+            module = emit_module(kernel, facts, emit_options)
             # The variant for pointer arguments that share memory (verified as the other); the
             # launcher picks it.
             metadata["iree_written"] = [i for i, p in enumerate(buffers) if p in stored]
-            shared = emit_module(kernel, analyze(kernel), replace(emit_options, may_alias=True)) \
+            shared = emit_module(kernel, facts, replace(emit_options, may_alias=True)) \
                 if stored and len(buffers) > 1 else module
             metadata["iree_shared_memory_module"] = shared if shared != module else ""
             return module
