@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import iree.runtime as rt
+from iree.compiler import ir
 
 from triton_iree import analysis, compile as iree_compile, forms, targets, ttshared
 from triton_iree.errors import InputError, UnsupportedError
 
-from helpers import edge_sizes
+from helpers import edge_sizes, nested_ops
 
 DATA = Path(__file__).resolve().parent / "data" / "ttshared"
 SEEDS = {"ranked": "ttshared_add_kernel_ranked.mlir", "unranked": "ttshared_add_kernel_unranked.mlir"}
@@ -85,12 +86,15 @@ def test_seed_is_structured_with_the_triton_abi(kind):
     assert [p.dtype for p in kernel.params] == ["f32", "f32", "f32", "i32"]
     assert len(accs) == 3 and all(isinstance(a, forms.StructuredAccess) for a in accs)
     module = ttshared.prepare(text)
-    sig = re.search(r"func\.func @add_kernel\((.*)\) -> \((.*)\) \{", module)
-    assert sig is not None
-    args = [a.split(":", 1)[1].strip() for a in sig.group(1).split(", %")]
-    assert args == ["tensor<?xf32>", "tensor<?xf32>", "tensor<?xf32> {iree.abi.output = 0 : index}",
-                    "i32", "i32", "i32", "i32"]
-    assert sig.group(2) == "tensor<?xf32>"
+    with ir.Context():
+        parsed = ir.Module.parse(module)   # alive while its ops are read
+        fn = next(op for op in nested_ops(parsed.operation) if op.name == "func.func")
+        ty = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        assert ir.StringAttr(fn.attributes["sym_name"]).value == "add_kernel"
+        assert [str(t) for t in ty.inputs] == ["tensor<?xf32>"] * 3 + ["i32"] * 4
+        assert [str(t) for t in ty.results] == ["tensor<?xf32>"]
+        outputs = [str(a) for a in ir.ArrayAttr(fn.attributes["arg_attrs"])]
+        assert outputs == ["{}", "{}", "{iree.abi.output = 0 : index}", "{}", "{}", "{}", "{}"]
     assert "memref" not in module
 
 
