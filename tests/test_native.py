@@ -141,6 +141,13 @@ def test_scalar_types_compile(tmp_path):
     _compiles_for_cuda(text, tmp_path)
 
 
+def test_an_invalid_module_is_reported_as_ours_before_iree_compile(monkeypatch):
+    monkeypatch.setattr(native, "_host_function", lambda lines, k: lines.append("  func.func @broken() { return %x }"))
+    with pytest.raises(CompileError, match="triton-iree made an invalid native-mode module") as e:
+        native.module(_kernel())
+    assert "func.func @broken" in e.value.module_text
+
+
 def test_host_function_takes_the_arguments_in_declaration_order():
     """The runtime passes the arguments in the kernel's order (`runtime.build_arguments`), a
     scalar between two buffers included; the dispatch still passes bindings first."""

@@ -30,7 +30,7 @@ from typing import Optional
 
 from .abi import BASE, BUFFER, GRID, SCALAR, Abi, Slot
 from . import types
-from .errors import UnsupportedError
+from .errors import CompileError, UnsupportedError
 
 # Triton's scalar and pointer element types: (MLIR type of the argument or element, bytes).
 SCALAR_TYPES = {ty: (m, types.ELEMENT_BYTES[m]) for ty, m in types.SCALAR_TYPES.items()}
@@ -194,7 +194,22 @@ def module(k: NativeKernel) -> str:
     w("  }) : () -> ()")
     _host_function(lines, k)
     w("}")
-    return "\n".join(lines) + "\n"
+    return _verified("\n".join(lines) + "\n", k.name)
+
+
+def _verified(text: str, kernel: str) -> str:
+    """`text`, once IREE's MLIR bindings parsed and verified it: an invalid module is a bug of
+    triton-iree's, reported as such rather than by iree-compile."""
+    from iree.compiler import ir
+    with ir.Context(load_on_create_dialects=[]):
+        try:
+            ir.Module.parse(text).operation.verify()
+        except ir.MLIRError as e:
+            err = CompileError(f"triton-iree made an invalid native-mode module (a bug; please report it with "
+                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel)
+            err.module_text = text
+            raise err from None
+    return text
 
 
 def _host_function(lines: list, k: NativeKernel) -> None:

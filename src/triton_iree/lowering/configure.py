@@ -22,7 +22,7 @@ COPY_MARK = "triton_iree.store_copy"
 
 
 def configure_module(text: str, ops: list[_LinalgOp], options: EmitOptions, row_length: Optional[int], mma: bool,
-              kernel: str) -> str:
+                     kernel: str) -> str:
     """The emitted module `text` configured, verified and printed. `ops`: the marked ops'
     records; `row_length`, `mma`: a GPU row program's length (`GpuTiling.row_length`), a
     tensor-core program (`GpuTiling.mma_program`)."""
