@@ -270,6 +270,7 @@ class Launcher:
         signature, _ = split_hints(signature)
         self._runtime = runtime
         self.kernel = runtime.LoadedKernel(vmfb, kernel, driver)
+        self.kernel.allow_inline(None)   # a .vmfb file does not say how much stack its code needs
         self.abi = abi.of_signature(list(signature), signature, kernel)
         # The torch dtype each pointer argument's tensor must have, as Triton's launcher types it.
         self.dtypes = {name: types.POINTER_TYPES[ty[1:].lstrip("k")][1] for name, ty in signature.items()

@@ -164,6 +164,8 @@ class LoadedKernel:
         stack (None: unknown), which fits the caller's stack (`INLINE_MAX_STACK_BYTES`)."""
         self.inline_ok = self.module_bytes is not None and stack_bytes is not None and \
             stack_bytes <= INLINE_MAX_STACK_BYTES
+        if not self.inline_ok:
+            self.module_bytes = None   # kept only to load the inline copy
 
     def launch(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                checks: "Checks | None" = None, shared: "SharedMemory | None" = None) -> None:
