@@ -6,9 +6,11 @@ in the same process.
 
 For every case: the reference (torch), Triton's own launch, then each IREE module (native mode,
 codegen). Outputs must match the reference; guard elements around outputs must stay untouched.
-Benchmark cases are timed twice, for Triton and IREE alike: the device time of the kernels a
-launch runs (the CUDA profiler's record, median of 20 launches) and the wall time of a launch
-followed by a device synchronization (median of 7 x 5).
+Benchmark cases are timed four ways, for Triton and IREE alike: the device time of the kernels a
+launch runs (the CUDA profiler's record, median of 20 launches); the wall time of a launch
+followed by a device synchronization (`_call`, median of 7 x 5); the wall time until a launch
+returns (`_return`, median of 7 x 20, synchronized between the trials only); and the wall time of
+100 back-to-back launches and one synchronization (`_100`, median of 5).
 """
 from __future__ import annotations
 
@@ -94,6 +96,35 @@ def wall_ms(fn, trials=7, inner=5) -> float:
     return statistics.median(out)
 
 
+def return_ms(fn, trials=7, inner=20) -> float:
+    """Median wall-clock milliseconds until fn() returns (the device is synchronized between the
+    trials, not between the calls of a trial)."""
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        out.append((time.perf_counter() - t0) / inner * 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(out)
+
+
+def burst_ms(fn, n=100, trials=5) -> float:
+    """Median wall-clock milliseconds of n back-to-back fn() calls and one synchronization."""
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(out)
+
+
 def kernel_ms(fn, n=20) -> tuple[float, list]:
     """Device milliseconds per call of fn(), from the CUDA kernels the profiler saw run during
     n calls (whoever launched them: Triton, or IREE's runtime): the median of each kernel that
@@ -159,16 +190,18 @@ def main() -> None:
 
             def triton_launch(b=b, ce=ce):
                 case.fn[grid](*b, **ce, num_warps=case.num_warps, num_stages=case.num_stages)
-            res["ms"], res["kernels"] = {"triton_call": wall_ms(triton_launch)}, {}
-            res["ms"]["triton"], res["kernels"]["triton"] = kernel_ms(triton_launch)
-            for mode, m in modules.items():
-                if res.get(mode) != "ok":
-                    continue
-                res["ms"][f"{mode}_call"] = wall_ms(lambda m=m, b=b: m.launch(b, grid))
-                res["ms"][mode], res["kernels"][mode] = kernel_ms(lambda m=m, b=b: m.launch(b, grid))
+            launches = {"triton": triton_launch}
+            launches.update((mode, lambda m=m, b=b: m.launch(b, grid)) for mode, m in modules.items()
+                            if res.get(mode) == "ok")
+            res["ms"], res["kernels"] = {}, {}
+            for mode, fn in launches.items():
+                res["ms"][f"{mode}_call"] = wall_ms(fn)
+                res["ms"][f"{mode}_return"] = return_ms(fn)
+                res["ms"][f"{mode}_100"] = burst_ms(fn)
+                res["ms"][mode], res["kernels"][mode] = kernel_ms(fn)
             work = case.flops or case.nbytes
             res["rate"] = {k: round(work / (v * 1e-3) / (1e12 if case.flops else 1e9), 1)
-                           for k, v in res["ms"].items()}
+                           for k, v in res["ms"].items() if k in launches}
             res["rate_unit"] = "TFLOP/s" if case.flops else "GB/s"
         print(f"{case.name}: " + json.dumps(res), flush=True)
     if args.json:

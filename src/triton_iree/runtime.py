@@ -22,7 +22,7 @@ import iree.runtime as rt
 import numpy as np
 from iree.runtime._binding import create_hal_driver
 
-from . import targets
+from . import streams, targets
 from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, extent_names
 from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
@@ -49,6 +49,7 @@ class Device:
     hal_module: rt.VmModule
     memory: str
     alignment: int
+    order: "streams.StreamOrder | None" = None   # CUDA: asynchronous launches' ordering with torch
 
 
 _devices: dict[str, Device] = {}
@@ -121,16 +122,6 @@ def launch_device(values: Sequence[Any]):
     return next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device("cpu"))
 
 
-def torch_stream_sync() -> None:
-    """Orders a GPU launch after the work torch queued: waits for torch's current CUDA stream.
-    IREE runs the launch on streams of its own and returns when it has finished, so work that
-    torch queues afterwards sees its results."""
-    import sys
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        torch.cuda.current_stream().synchronize()
-
-
 class _Context:
     """The module loaded into one device's VM context."""
 
@@ -140,6 +131,8 @@ class _Context:
         self.function = module.lookup_function(name)
         if self.function is None:
             raise LaunchError(f"the compiled module has no function '{name}'", kernel=name)
+        # IREE's asynchronous model (CUDA modules): returns once queued (`streams`).
+        self.asynchronous = dev.memory == targets.DEVICE and streams.is_async(self.function)
 
 
 class LoadedKernel:
@@ -185,13 +178,21 @@ class LoadedKernel:
                                sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
             ctx = self.inline or self._make_inline()
         if ctx.dev.memory == targets.COPIED:
-            _vulkan_launch.copies = copies = _VulkanCopies()
-            args = build_arguments(ctx.dev, abi, values, grid, spans)
-            self._invoke(ctx, args)
-            return copies.write_back()
+            # The copies' buffers and semaphore go with the launch: HAL objects that outlive their
+            # device crash the interpreter at exit.
+            _vulkan_launch.copies = copies = _VulkanCopies(ctx.dev)
+            try:
+                args = build_arguments(ctx.dev, abi, values, grid, spans)
+                copies.uploaded()
+                self._invoke(ctx, args)
+                return copies.write_back()
+            finally:
+                _vulkan_launch.copies = None
         if ctx.dev.memory == targets.DEVICE:
             args = build_arguments(ctx.dev, abi, values, grid, spans)
-            torch_stream_sync()
+            if ctx.asynchronous:
+                return self._invoke(ctx, args, ordered=True)
+            streams.torch_stream_sync()
             return self._invoke(ctx, args)
         key = (ctx.dev.driver, *spans, *grid, *[v for p, v in zip(abi.params, values) if not p.is_buffer])
         try:
@@ -209,9 +210,17 @@ class LoadedKernel:
         self.inline = _Context(dev, rt.VmModule.copy_buffer(dev.instance, self.module_bytes), self.name)
         return self.inline
 
-    def _invoke(self, ctx: _Context, args: rt.VmVariantList) -> None:
+    def _invoke(self, ctx: _Context, args: rt.VmVariantList, ordered: bool = False) -> None:
+        """Runs the function; `ordered`: an asynchronous one, queued in torch's stream order."""
         try:
-            ctx.context.invoke(ctx.function, args, rt.VmVariantList(1))
+            if ordered:
+                if ctx.dev.order is None:
+                    ctx.dev.order = streams.StreamOrder(ctx.dev.device, ctx.dev.driver)
+                ctx.dev.order.invoke(ctx.context, ctx.function, args)
+            else:
+                ctx.context.invoke(ctx.function, args, rt.VmVariantList(1))
+        except LaunchError as e:
+            raise LaunchError(e.message, kernel=self.name) from None
         except Exception as e:
             raise LaunchError(f"the IREE runtime failed during the launch, so output buffers may hold "
                               f"partial results: {e}", kernel=self.name) from None
@@ -273,7 +282,7 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     want = _ELEMENT_TYPES.get(dtype)
     base, nbytes, _ = span or import_span(tensor, dev.alignment)
     if dev.memory == targets.COPIED:
-        return _vulkan_launch.copies.buffer(dev, tensor, base, nbytes, dtype)
+        return _vulkan_launch.copies.buffer(tensor, base, nbytes, dtype)
     if want is not None and nbytes > 0 and dev.memory == targets.HOST:
         # Host memory: import the address range directly instead of a DLPack round trip
         # (0.5 us a tensor when cached, 1.4 us when not, against 4.5 us through DLPack).
@@ -296,33 +305,59 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     return bv
 
 
+# Host memory the device can copy from and to, cached for the CPU (it reads what a launch wrote).
+_STAGING_MEMORY = int(rt.MemoryType.HOST_LOCAL) | int(rt.MemoryType.HOST_CACHED) | int(rt.MemoryType.DEVICE_VISIBLE)
+
+
 class _VulkanCopies:
     """The tensors of one vulkan launch, passed as copies: `buffer` copies each tensor's bytes
     into a device buffer; `write_back` copies the bytes of each tensor's own storage that the
     launch changed back into it. Nothing is written back unless the launch finished, so a failed
-    launch leaves every tensor as it was."""
+    launch leaves every tensor as it was.
 
-    def __init__(self):
+    Both ways go through a host-cached staging buffer and a queue copy: a discrete GPU's
+    host-visible device memory is uncached for the CPU (reading it ran at about 10 MB/s on
+    NVIDIA's driver), and only a small window of it may be host-visible at all."""
+
+    def __init__(self, dev: Device):
+        self.dev = dev
         self.copies: list = []
+        self.semaphore = dev.device.create_semaphore(0)
+        self.copied = 0   # queue copies submitted, signalled in order on `semaphore`
 
-    def buffer(self, dev: Device, tensor, base: int, nbytes: int, dtype: str) -> rt.HalBufferView:
+    def buffer(self, tensor, base: int, nbytes: int, dtype: str) -> rt.HalBufferView:
         want = _ELEMENT_TYPES[dtype]
         host = np.frombuffer((ctypes.c_char * nbytes).from_address(base), dtype=np.uint8) if nbytes else \
             np.zeros(ELEMENT_BYTES[dtype], np.uint8)   # Vulkan has no empty bindings
-        buf = dev.device.allocator.allocate_buffer_copy(
-            memory_type=rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE,
-            allowed_usage=rt.BufferUsage.DEFAULT | rt.BufferUsage.MAPPING,
-            device=dev.device, buffer=host)
+        device = self.dev.device
+        stage = device.allocator.allocate_buffer_copy(
+            memory_type=_STAGING_MEMORY,
+            allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING, device=device, buffer=host)
+        buf = device.allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
+                                               allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=len(host))
+        self._copy(stage, buf)
         if nbytes:
             # Written back: the bytes of the buffer that are the tensor's own storage (the buffer
             # may start before it, at the aligned address before the first element).
             start = max(base, tensor.untyped_storage().data_ptr())
-            self.copies.append((buf, base, nbytes, start, base + nbytes - start))
-        return rt.HalBufferView(buf, (max(nbytes, len(host)) // ELEMENT_BYTES[dtype],), want)
+            self.copies.append((buf, stage, base, nbytes, start, base + nbytes - start))
+        return rt.HalBufferView(buf, (len(host) // ELEMENT_BYTES[dtype],), want)
+
+    def _copy(self, source, target) -> None:
+        self.dev.device.queue_copy(source, target, rt.HalFence.create_at(self.semaphore, self.copied),
+                                   rt.HalFence.create_at(self.semaphore, self.copied + 1))
+        self.copied += 1
+
+    def uploaded(self) -> None:
+        """Waits until every buffer holds its tensor's bytes (before the launch reads them)."""
+        self.semaphore.wait(self.copied)
 
     def write_back(self) -> None:
-        for buf, base, nbytes, start, size in self.copies:
-            got = buf.map().asarray([nbytes], np.dtype("uint8"))[start - base:start - base + size]
+        for buf, stage, *_ in self.copies:
+            self._copy(buf, stage)
+        self.semaphore.wait(self.copied)
+        for _, stage, base, nbytes, start, size in self.copies:
+            got = stage.map().asarray([nbytes], np.dtype("uint8"))[start - base:start - base + size]
             mine = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(start))
             if not np.array_equal(got, mine):
                 np.copyto(mine, got)
