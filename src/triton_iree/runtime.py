@@ -22,7 +22,7 @@ import iree.runtime as rt
 import numpy as np
 from iree.runtime._binding import create_hal_driver
 
-from . import streams, targets
+from . import targets
 from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, extent_names
 from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
@@ -49,7 +49,6 @@ class Device:
     hal_module: rt.VmModule
     memory: str
     alignment: int
-    order: "streams.StreamOrder | None" = None   # CUDA: asynchronous launches' ordering with torch
 
 
 _devices: dict[str, Device] = {}
@@ -122,6 +121,18 @@ def launch_device(values: Sequence[Any]):
     return next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device("cpu"))
 
 
+def torch_stream_sync() -> None:
+    """Orders a GPU launch after the work torch queued: waits for torch's current CUDA stream.
+    IREE runs the launch on a stream of its own and returns when it has finished, so work that
+    torch queues afterwards sees its results. (IREE 3.13's CUDA driver can neither import a CUDA
+    event as a semaphore timepoint nor export one, so the two streams cannot be ordered on the
+    device: docs/gpu.md.)"""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.current_stream().synchronize()
+
+
 class _Context:
     """The module loaded into one device's VM context."""
 
@@ -131,8 +142,6 @@ class _Context:
         self.function = module.lookup_function(name)
         if self.function is None:
             raise LaunchError(f"the compiled module has no function '{name}'", kernel=name)
-        # IREE's asynchronous model (CUDA modules): returns once queued (`streams`).
-        self.asynchronous = dev.memory == targets.DEVICE and streams.is_async(self.function)
 
 
 class LoadedKernel:
@@ -190,9 +199,7 @@ class LoadedKernel:
                 _vulkan_launch.copies = None
         if ctx.dev.memory == targets.DEVICE:
             args = build_arguments(ctx.dev, abi, values, grid, spans)
-            if ctx.asynchronous:
-                return self._invoke(ctx, args, ordered=True)
-            streams.torch_stream_sync()
+            torch_stream_sync()
             return self._invoke(ctx, args)
         key = (ctx.dev.driver, *spans, *grid, *[v for p, v in zip(abi.params, values) if not p.is_buffer])
         try:
@@ -210,17 +217,9 @@ class LoadedKernel:
         self.inline = _Context(dev, rt.VmModule.copy_buffer(dev.instance, self.module_bytes), self.name)
         return self.inline
 
-    def _invoke(self, ctx: _Context, args: rt.VmVariantList, ordered: bool = False) -> None:
-        """Runs the function; `ordered`: an asynchronous one, queued in torch's stream order."""
+    def _invoke(self, ctx: _Context, args: rt.VmVariantList) -> None:
         try:
-            if ordered:
-                if ctx.dev.order is None:
-                    ctx.dev.order = streams.StreamOrder(ctx.dev.device, ctx.dev.driver)
-                ctx.dev.order.invoke(ctx.context, ctx.function, args)
-            else:
-                ctx.context.invoke(ctx.function, args, rt.VmVariantList(1))
-        except LaunchError as e:
-            raise LaunchError(e.message, kernel=self.name) from None
+            ctx.context.invoke(ctx.function, args, rt.VmVariantList(1))
         except Exception as e:
             raise LaunchError(f"the IREE runtime failed during the launch, so output buffers may hold "
                               f"partial results: {e}", kernel=self.name) from None

@@ -264,9 +264,7 @@ class Cuda(LlvmGpu):
         # IREE takes f32 math.sqrt from libdevice, whose __nv_sqrtf is sqrt.approx unless
         # __CUDA_PREC_SQRT is set: 1 ulp off, where Triton's sqrt_rn and libdevice.sqrt are
         # correctly rounded.
-        # IREE's asynchronous model: a launch returns once queued, in torch's stream order (`streams`).
-        return (f"--iree-cuda-target={self.arch}", "--nvvm-reflect-add=__CUDA_PREC_SQRT=1",
-                "--iree-execution-model=async-external")
+        return (f"--iree-cuda-target={self.arch}", "--nvvm-reflect-add=__CUDA_PREC_SQRT=1")
 
     def tensor_cores(self) -> dict:
         return NV_MMA
