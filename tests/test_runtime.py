@@ -360,7 +360,7 @@ def test_after_a_cached_launch_bad_arguments_are_still_refused(monkeypatch):
 
 
 def test_launches_from_several_threads_at_once():
-    # They share the kernel's cached argument lists.
+    # They share the kernel's cached lists and its spare result lists.
     import threading
     _scale(torch.rand(8), torch.zeros(8), 1.0)
     failures = []
