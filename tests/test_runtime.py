@@ -243,3 +243,138 @@ def test_only_kernels_whose_stack_fits_run_inline():
     small = _axpy_kernel[(1,)](x, y, out, 100, BLOCK=128)
     assert torch.equal(out, 2 * x + y)
     assert small.function.inline_ok and not big.function.inline_ok
+
+
+# -- the host launch's cache of argument lists (`runtime.host_key`) -----------------------------
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    # Launched by this file only, like _axpy_kernel.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * alpha, mask=m)
+
+
+def _scale(x, out, alpha, n=None, block=1024):
+    n = out.numel() if n is None else n
+    return _scale_kernel[(triton.cdiv(n, block),)](x, out, n, alpha, BLOCK=block)
+
+
+def _builds(monkeypatch) -> list[int]:
+    """One entry per argument list built from now on (a launch that misses the cache)."""
+    built, real = [], runtime.build_arguments
+    monkeypatch.setattr(runtime, "build_arguments", lambda *a: built.append(1) or real(*a))
+    return built
+
+
+def test_a_repeated_launch_reuses_its_argument_list(monkeypatch):
+    x, out = torch.rand(100), torch.zeros(100)
+    _scale(x, out, 2.0)
+    built = _builds(monkeypatch)
+    for _ in range(3):
+        out.zero_()
+        _scale(x, out, 2.0)
+        assert torch.equal(out, 2 * x)
+    assert built == []
+    _scale(x, out, 3.0)                       # another scalar value: another list
+    assert torch.equal(out, 3 * x) and built == [1]
+
+
+def test_new_tensors_in_the_freed_memory_of_old_ones_see_their_own_data():
+    # Same shapes, likely the same addresses (the list's buffer views are of the memory, not the
+    # tensors): each launch reads and writes the tensors it is given.
+    for i in range(20):
+        x, out = torch.full((64,), float(i)), torch.zeros(64)
+        _scale(x, out, 2.0)
+        assert torch.equal(out, torch.full((64,), 2.0 * i)), i
+        del x, out
+
+
+def test_a_tensor_resized_or_viewed_differently_gets_a_new_argument_list():
+    x = torch.arange(16.0)
+    out = torch.zeros(16)
+    _scale(x, out, 2.0)
+    x.resize_(4096).copy_(torch.arange(4096.0))   # in place: a larger storage elsewhere
+    out.resize_(4096).zero_()
+    _scale(x, out, 2.0)
+    assert torch.equal(out, 2 * torch.arange(4096.0))
+    base = torch.zeros(4096)
+    _scale(x[7:], base[7:], 1.0)                   # other offsets in the same storages
+    assert torch.equal(base[7:], torch.arange(7.0, 4096.0)) and torch.equal(base[:7], torch.zeros(7))
+    other = torch.zeros(4096)
+    out.set_(other.untyped_storage(), 0, (4096,), (1,))   # the same tensor over other memory
+    _scale(x, out, 1.0)
+    assert torch.equal(other, torch.arange(4096.0))
+
+
+def test_a_view_at_another_offset_gets_a_new_argument_list(monkeypatch):
+    x, out = torch.arange(32.0), torch.zeros(32)
+    _scale(x[:16], out[:16], 1.5)
+    built = _builds(monkeypatch)
+    _scale(x[8:24], out[8:24], 1.5)     # the same storages, lengths and scalars
+    assert built == [1] and torch.equal(out[8:24], 1.5 * x[8:24])
+
+
+def test_the_same_address_with_a_larger_storage_gets_a_new_argument_list(monkeypatch):
+    # Tensors over the same numpy memory: the same address and length, storages of different
+    # lengths. A list built for the short storage has buffer views of its 64 bytes only, while
+    # a kernel may reach every element of the storage.
+    src, dst = np.arange(64, dtype=np.float32), np.zeros(64, dtype=np.float32)
+    _scale(torch.from_numpy(src[:16]), torch.from_numpy(dst[:16]), 2.5)
+    built = _builds(monkeypatch)
+    _scale(torch.from_numpy(src)[:16], torch.from_numpy(dst)[:16], 2.5)
+    assert built == [1]
+    np.testing.assert_array_equal(dst[:16], 2.5 * src[:16])
+    # The same address and storage length, the storage starting 64 bytes earlier.
+    _scale(torch.from_numpy(src[16:48])[:16], torch.from_numpy(dst[16:48])[:16], 2.5)
+    _scale(torch.from_numpy(src[:32])[16:], torch.from_numpy(dst[:32])[16:], 2.5)
+    assert built == [1, 1, 1]
+    np.testing.assert_array_equal(dst[16:32], 2.5 * src[16:32])
+
+
+def test_a_negative_zero_scalar_is_not_taken_for_zero():
+    x, out = torch.ones(8), torch.zeros(8)
+    _scale(x, out, 0.0)
+    assert not out.signbit().any()
+    _scale(x, out, -0.0)
+    assert out.signbit().all()
+
+
+def test_after_a_cached_launch_bad_arguments_are_still_refused(monkeypatch):
+    x, out = torch.rand(32), torch.zeros(32)
+    ck = _scale(x, out, 2.0)
+    launcher, function = ck.run, ck.function
+    ran = []
+    monkeypatch.setattr(runtime.LoadedKernel, "_invoke", lambda self, ctx, args: ran.append(1))
+    values = (x, out, 32, 2.0)
+    function.launch(launcher.abi, values, (1, 1, 1), None, launcher.shared)
+    assert ran == [1]                                      # the cached list
+    bad = {"an int parameter given a float": ((x, out, 32.0, 2.0), (1, 1, 1), "argument 'n'"),
+           "a float parameter given a word": ((x, out, 32, "two"), (1, 1, 1), "argument 'alpha'"),
+           "a buffer given a list": (([0.0] * 32, out, 32, 2.0), (1, 1, 1), "must be a torch tensor"),
+           "a grid out of range": (values, (2 ** 31, 1, 1), "out of range")}
+    for what, (vals, grid, message) in bad.items():
+        with pytest.raises(runtime.LaunchError, match=message):
+            function.launch(launcher.abi, vals, grid, None, launcher.shared)
+    assert ran == [1]
+
+
+def test_launches_from_several_threads_at_once():
+    # They share the kernel's cached lists and its spare result lists.
+    import threading
+    _scale(torch.rand(8), torch.zeros(8), 1.0)
+    failures = []
+
+    def work(k):
+        x, out = torch.full((256,), float(k)), torch.zeros(256)
+        for i in range(200):
+            _scale(x, out, float(i))
+            if not torch.equal(out, torch.full((256,), float(k * i))):
+                failures.append((k, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

@@ -108,6 +108,13 @@ class Abi:
             assert len(bases) in (0, len(self.buffers)), (len(bases), len(self.buffers))
             self.bases = tuple(Slot(BASE, p.name, "i64", number=i, param=p) for i, p in enumerate(bases))
         self.slots = self.params + self.grid + self.bases
+        # For the launch's hot path (`runtime.LoadedKernel.launch`): where the buffers and the
+        # scalars are among the params, and the slots' kinds and types as one string, which
+        # keys a loaded kernel's cached argument lists to the ABI that built them (a str
+        # caches its hash).
+        self.buffer_indices = tuple(i for i, s in enumerate(self.params) if s.kind == BUFFER)
+        self.scalar_indices = tuple(i for i, s in enumerate(self.params) if s.kind == SCALAR)
+        self.signature = ",".join(f"{s.kind}:{s.dtype}" for s in self.slots)
 
     @staticmethod
     def of_kernel(kernel, written: set[int]) -> "Abi":

@@ -13,6 +13,7 @@ thread (see `LoadedKernel.launch`); everything else runs on local-task's worker 
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
 import threading
 from dataclasses import dataclass
@@ -142,6 +143,11 @@ class _Context:
         self.function = module.lookup_function(name)
         if self.function is None:
             raise LaunchError(f"the compiled module has no function '{name}'", kernel=name)
+        # Result lists that host launches reuse (a new one costs ~0.3 us; an invoke empties the
+        # list it is given first). Only on the host, where a result kept until the next launch is
+        # a view of host memory holding no reference to its tensor (like `_host_views`' views);
+        # the GPU paths keep a new list per launch.
+        self.results: list[rt.VmVariantList] | None = [] if dev.memory == targets.HOST else None
 
 
 class LoadedKernel:
@@ -156,9 +162,9 @@ class LoadedKernel:
         self.module_bytes = vmfb if driver == "local-task" else None
         self.inline_ok = False     # see `allow_inline`
         self.inline: _Context | None = None   # created on the first launch that runs inline
-        # Argument lists of recent launches: a list holds only scalars and host buffer views
-        # that are fully described by the key, so a repeated launch reuses it (saves ~3 us).
-        self._arg_lists: dict[tuple, rt.VmVariantList] = {}
+        # Host launches: the context, argument list and `shared` of recent launches, keyed by
+        # `host_key` (see `_launch_host`).
+        self._arg_lists: dict[tuple, tuple[_Context, rt.VmVariantList, SharedMemory | None]] = {}
         LOAD_STATS["loads"] += 1
 
     def allow_inline(self, stack_bytes: int | None) -> None:
@@ -168,14 +174,18 @@ class LoadedKernel:
             stack_bytes <= INLINE_MAX_STACK_BYTES
         if not self.inline_ok:
             self.module_bytes = None   # kept only to load the inline copy
+        self._arg_lists.clear()        # they hold the context that ran them, inline or not
 
     def launch(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                checks: "Checks | None" = None, shared: "SharedMemory | None" = None) -> None:
         """Imports the arguments (`values`: one per `abi.params`), then runs the kernel; nothing
         runs if an argument is unusable. `shared`: the kernel's module for arguments that share
-        memory, if it has one."""
+        memory, if it has one. On the host, a launch like an earlier one reuses what that one
+        built (see `_launch_host`)."""
         if checks is not None:
             return checks.launch(self, abi, values, grid, shared)
+        if self.dev.memory == targets.HOST:
+            return self._launch_host(abi, values, grid, shared)
         spans = check_arguments(self.dev, abi, values, grid, self.name)
         if shared is not None and shared.needed(spans):
             if self.dev.memory == targets.COPIED:
@@ -201,15 +211,31 @@ class LoadedKernel:
             args = build_arguments(ctx.dev, abi, values, grid, spans)
             torch_stream_sync()
             return self._invoke(ctx, args)
-        key = (ctx.dev.driver, *spans, *grid, *[v for p, v in zip(abi.params, values) if not p.is_buffer])
-        try:
-            args = self._arg_lists.get(key)
-        except TypeError:  # an unhashable scalar
-            return self._invoke(ctx, build_arguments(ctx.dev, abi, values, grid, spans))
-        if args is None:
+
+    def _launch_host(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],
+                     shared: "SharedMemory | None") -> None:
+        """`launch` on host memory (`targets.HOST`): a launch whose `host_key` was seen before
+        and the same `shared` reuses that launch's context and argument list, skipping the
+        checks, the choice of module and context and the list's building (all decided by what
+        the key holds); any other launch takes the full path and, if it runs, leaves its list for
+        the next."""
+        key = host_key(abi, values, grid)
+        if key is not None:
+            hit = self._arg_lists.get(key)
+            if hit is not None and hit[2] is shared:
+                return self._invoke(hit[0], hit[1])
+        spans = check_arguments(self.dev, abi, values, grid, self.name)
+        if shared is not None and shared.needed(spans):
+            return shared.kernel(self).launch(abi, values, grid)
+        ctx = self.main
+        if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
+                               sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
+            ctx = self.inline or self._make_inline()
+        args = build_arguments(ctx.dev, abi, values, grid, spans)
+        if key is not None:
             if len(self._arg_lists) >= 64:
                 self._arg_lists.clear()
-            args = self._arg_lists[key] = build_arguments(ctx.dev, abi, values, grid, spans)
+            self._arg_lists[key] = (ctx, args, shared)
         self._invoke(ctx, args)
 
     def _make_inline(self) -> _Context:
@@ -219,7 +245,17 @@ class LoadedKernel:
 
     def _invoke(self, ctx: _Context, args: rt.VmVariantList) -> None:
         try:
-            ctx.context.invoke(ctx.function, args, rt.VmVariantList(1))
+            spare, results = ctx.results, None
+            if spare:
+                try:
+                    results = spare.pop()
+                except IndexError:   # another thread took the last one
+                    pass
+            if results is None:
+                results = rt.VmVariantList(1)
+            ctx.context.invoke(ctx.function, args, results)
+            if spare is not None:   # not after a failure: that list is dropped
+                spare.append(results)
         except Exception as e:
             raise LaunchError(f"the IREE runtime failed during the launch, so output buffers may hold "
                               f"partial results: {e}", kernel=self.name) from None
@@ -413,6 +449,45 @@ def check_arguments(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence
         if g < 0 or g >= 2 ** 31:
             raise LaunchError(f"grid dimension {g} is out of range", kernel=kernel)
     return spans
+
+
+# Scalars whose values key a cached argument list: immutable, so equal values (of the same
+# type: an i32 argument refuses 1.0 but takes 1) build the same list.
+_PLAIN_SCALARS = frozenset((int, float, bool))
+
+
+def host_key(abi: Abi, values: Sequence[Any], grid: Sequence[int]) -> tuple | None:
+    """What a host launch's argument list depends on (see `LoadedKernel._launch_host`): the
+    ABI's signature, the grid, each buffer's address, storage (address and byte length) and
+    element size, which determine its `import_span` (the buffer view covers exactly that
+    memory, whatever tensor owns it now), and each scalar's type and value (and a zero's sign:
+    -0.0 == 0.0). None when the launch must take the full path: a buffer argument that is not
+    a CPU tensor, or a scalar of another type. The checks that depend only on the key
+    (alignment, the grid's range) passed when a launch with the same key built its list."""
+    key = [abi.signature, *grid]
+    push = key.append
+    try:
+        for i in abi.buffer_indices:
+            v = values[i]
+            if not v.is_cpu:
+                return None
+            storage = v.untyped_storage()
+            push(v.data_ptr())
+            push(storage.data_ptr())
+            push(storage.nbytes())
+            push(v.element_size())
+        for i in abi.scalar_indices:
+            v = values[i]
+            t = type(v)
+            if t not in _PLAIN_SCALARS:
+                return None
+            push(t)
+            push(v)
+            if t is float and v == 0.0:
+                push(math.copysign(1.0, v))
+    except (AttributeError, TypeError, IndexError):
+        return None
+    return tuple(key)
 
 
 def int_argument(value, dtype: str) -> int:

@@ -90,8 +90,10 @@ class IreeLauncher:
         self.abi = abi.of_signature(names, signature, self.name)
         self.printer = prints.Printer.of(metadata)
         self.checks = runtime.Checks.of(metadata, self.printer.extend(self.abi) if self.printer else self.abi)
-        self.keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
-        self.buffers = [i for i, p in enumerate(self.abi.params) if p.is_buffer]
+        keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
+        # The non-constexpr arguments as a tuple (itemgetter: one C call per launch).
+        self.keep = operator.itemgetter(*keep) if len(keep) > 1 else lambda args: tuple(args[i] for i in keep)
+        self.buffers = self.abi.buffer_indices
         from triton.runtime.jit import TensorWrapper   # not at the top: triton.runtime imports this module
         self.wrapper = TensorWrapper
         self.shared = runtime.SharedMemory.of(metadata, targets.from_triton(IreeDriver.current_target))
@@ -101,13 +103,18 @@ class IreeLauncher:
 
     def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
-        grid = launch_grid(gridX, gridY, gridZ, self.name)
+        if type(gridX) is int and type(gridY) is int and type(gridZ) is int:   # as Triton passes it
+            grid = (gridX, gridY, gridZ)
+        else:
+            grid = launch_grid(gridX, gridY, gridZ, self.name)
         if not self.told:
             function.allow_inline(self.stack_bytes)
             self.told = True
-        values = [args[i] for i in self.keep]
+        values = self.keep(args)
+        wrapper = self.wrapper
         for i in self.buffers:
-            if type(values[i]) is self.wrapper:   # triton.reinterpret
+            if type(values[i]) is wrapper:   # triton.reinterpret
+                values = list(values)
                 values[i] = runtime.reinterpreted(values[i], self.abi.params[i], self.name)
         if enter_hook is not None:
             enter_hook(launch_metadata)
