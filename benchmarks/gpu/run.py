@@ -82,46 +82,24 @@ def ordered_with_torch(m, case, grid) -> str:
     return compare([b[i].clone() for i in case.outputs], case.ref(b), case) or "ok"
 
 
-def wall_ms(fn, trials=7, inner=5) -> float:
-    """Median wall-clock milliseconds of fn() followed by a device synchronization."""
+def wall_ms(fn, trials: int, calls: int, sync: str) -> float:
+    """Median over `trials` of the wall-clock milliseconds per call of `calls` calls of fn(), with a
+    device synchronization after each call (`sync="each"`, timed), after the calls ("end", timed)
+    or after the trial's time is taken ("outside": the time until the calls return)."""
     fn()
     torch.cuda.synchronize()
     out = []
     for _ in range(trials):
         t0 = time.perf_counter()
-        for _ in range(inner):
+        for _ in range(calls):
             fn()
+            if sync == "each":
+                torch.cuda.synchronize()
+        if sync == "end":
             torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) / inner * 1e3)
-    return statistics.median(out)
-
-
-def return_ms(fn, trials=7, inner=20) -> float:
-    """Median wall-clock milliseconds until fn() returns (the device is synchronized between the
-    trials, not between the calls of a trial)."""
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        out.append((time.perf_counter() - t0) / inner * 1e3)
-        torch.cuda.synchronize()
-    return statistics.median(out)
-
-
-def burst_ms(fn, n=100, trials=5) -> float:
-    """Median wall-clock milliseconds of n back-to-back fn() calls and one synchronization."""
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-        out.append((time.perf_counter() - t0) * 1e3)
+        out.append((time.perf_counter() - t0) / calls * 1e3)
+        if sync == "outside":
+            torch.cuda.synchronize()
     return statistics.median(out)
 
 
@@ -195,9 +173,9 @@ def main() -> None:
                             if res.get(mode) == "ok")
             res["ms"], res["kernels"] = {}, {}
             for mode, fn in launches.items():
-                res["ms"][f"{mode}_call"] = wall_ms(fn)
-                res["ms"][f"{mode}_return"] = return_ms(fn)
-                res["ms"][f"{mode}_100"] = burst_ms(fn)
+                res["ms"][f"{mode}_call"] = wall_ms(fn, 7, 5, "each")
+                res["ms"][f"{mode}_return"] = wall_ms(fn, 7, 20, "outside")
+                res["ms"][f"{mode}_100"] = wall_ms(fn, 5, 100, "end") * 100
                 res["ms"][mode], res["kernels"][mode] = kernel_ms(fn)
             work = case.flops or case.nbytes
             res["rate"] = {k: round(work / (v * 1e-3) / (1e12 if case.flops else 1e9), 1)
