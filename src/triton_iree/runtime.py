@@ -24,6 +24,7 @@ import numpy as np
 from iree.runtime._binding import create_hal_driver
 
 from . import targets
+from .copies import DeviceCopies
 from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, extent_names
 from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
@@ -199,7 +200,7 @@ class LoadedKernel:
         if ctx.dev.memory == targets.COPIED:
             # The copies' buffers and semaphore go with the launch: HAL objects that outlive their
             # device crash the interpreter at exit.
-            _vulkan_launch.copies = copies = _VulkanCopies(ctx.dev)
+            _vulkan_launch.copies = copies = DeviceCopies(ctx.dev.device)
             try:
                 args = build_arguments(ctx.dev, abi, values, grid, spans)
                 copies.uploaded()
@@ -317,7 +318,7 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     want = _ELEMENT_TYPES.get(dtype)
     base, nbytes, _ = span or import_span(tensor, dev.alignment)
     if dev.memory == targets.COPIED:
-        return _vulkan_launch.copies.buffer(tensor, base, nbytes, dtype)
+        return _vulkan_launch.copies.buffer(tensor, base, nbytes, _ELEMENT_TYPES[dtype], ELEMENT_BYTES[dtype])
     if want is not None and nbytes > 0 and dev.memory == targets.HOST:
         # Host memory: import the address range directly instead of a DLPack round trip
         # (0.5 us a tensor when cached, 1.4 us when not, against 4.5 us through DLPack).
@@ -338,65 +339,6 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     if want is not None and bv.element_type != want:
         bv = rt.HalBufferView(bv.get_buffer(), bv.shape, want)
     return bv
-
-
-# Host memory the device can copy from and to, cached for the CPU (it reads what a launch wrote).
-_STAGING_MEMORY = int(rt.MemoryType.HOST_LOCAL) | int(rt.MemoryType.HOST_CACHED) | int(rt.MemoryType.DEVICE_VISIBLE)
-
-
-class _VulkanCopies:
-    """The tensors of one vulkan launch, passed as copies: `buffer` copies each tensor's bytes
-    into a device buffer; `write_back` copies the bytes of each tensor's own storage that the
-    launch changed back into it. Nothing is written back unless the launch finished, so a failed
-    launch leaves every tensor as it was.
-
-    Both ways go through a host-cached staging buffer and a queue copy: a discrete GPU's
-    host-visible device memory is uncached for the CPU (reading it ran at about 10 MB/s on
-    NVIDIA's driver), and only a small window of it may be host-visible at all."""
-
-    def __init__(self, dev: Device):
-        self.dev = dev
-        self.copies: list = []
-        self.semaphore = dev.device.create_semaphore(0)
-        self.copied = 0   # queue copies submitted, signalled in order on `semaphore`
-
-    def buffer(self, tensor, base: int, nbytes: int, dtype: str) -> rt.HalBufferView:
-        want = _ELEMENT_TYPES[dtype]
-        host = np.frombuffer((ctypes.c_char * nbytes).from_address(base), dtype=np.uint8) if nbytes else \
-            np.zeros(ELEMENT_BYTES[dtype], np.uint8)   # Vulkan has no empty bindings
-        device = self.dev.device
-        stage = device.allocator.allocate_buffer_copy(
-            memory_type=_STAGING_MEMORY,
-            allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING, device=device, buffer=host)
-        buf = device.allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
-                                               allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=len(host))
-        self._copy(stage, buf)
-        if nbytes:
-            # Written back: the bytes of the buffer that are the tensor's own storage (the buffer
-            # may start before it, at the aligned address before the first element).
-            start = max(base, tensor.untyped_storage().data_ptr())
-            self.copies.append((buf, stage, base, nbytes, start, base + nbytes - start))
-        return rt.HalBufferView(buf, (len(host) // ELEMENT_BYTES[dtype],), want)
-
-    def _copy(self, source, target) -> None:
-        self.dev.device.queue_copy(source, target, rt.HalFence.create_at(self.semaphore, self.copied),
-                                   rt.HalFence.create_at(self.semaphore, self.copied + 1))
-        self.copied += 1
-
-    def uploaded(self) -> None:
-        """Waits until every buffer holds its tensor's bytes (before the launch reads them)."""
-        self.semaphore.wait(self.copied)
-
-    def write_back(self) -> None:
-        for buf, stage, *_ in self.copies:
-            self._copy(buf, stage)
-        self.semaphore.wait(self.copied)
-        for _, stage, base, nbytes, start, size in self.copies:
-            got = stage.map().asarray([nbytes], np.dtype("uint8"))[start - base:start - base + size]
-            mine = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(start))
-            if not np.array_equal(got, mine):
-                np.copyto(mine, got)
-        self.copies.clear()
 
 
 _vulkan_launch = threading.local()
