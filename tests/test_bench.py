@@ -37,6 +37,19 @@ def test_a_wrong_result_is_reported_and_fails_the_run(monkeypatch):
     assert bench.main(["--quick", "--only", "launch"]) == 1
 
 
+class _OtherDriver:
+    """Stands for Triton's CUDA driver, the default on a machine with a GPU: any use fails."""
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"Triton's own driver was used ({name})")
+
+
+def test_bench_runs_on_the_cpu_where_another_driver_is_active(monkeypatch):
+    from triton.runtime import driver
+    monkeypatch.setattr(driver, "_active", _OtherDriver())
+    assert bench.main(["--quick", "--only", "vector_add"]) == 0
+
+
 def test_unknown_workload_is_a_one_line_error():
     r = subprocess.run([sys.executable, "-m", "triton_iree.cli", "bench", "--only", "nope"],
                        capture_output=True, text=True)

@@ -217,8 +217,10 @@ def bench_launch(quick: bool, rounds: int) -> Result:
 _COLD = r"""
 import json, sys, time
 import torch
+import triton_iree
 from triton_iree import kernels
 from triton_iree import compile as ic
+triton_iree.activate()   # the CPU, also where a GPU makes Triton's own driver the default
 x, y = torch.rand(98432), torch.rand(98432)
 t0 = time.perf_counter()
 out = kernels.run_add(x, y)
@@ -389,6 +391,8 @@ def _load() -> float | None:
 
 
 def _run(args, only: tuple[str, ...]) -> int:
+    from . import activate
+    activate()   # the CPU target, also where a GPU makes Triton's own driver the default
     info = machine()
     load = _load()
     print(f"{info['cpu']} ({info['isa']}), {info['cpus']} CPUs, load average {load}; torch {info['torch']} "
