@@ -14,8 +14,8 @@ _STAGING_MEMORY = int(rt.MemoryType.HOST_LOCAL) | int(rt.MemoryType.HOST_CACHED)
 class DeviceCopies:
     """The tensors of one launch on a driver that takes copies (`targets.COPIED`: vulkan): `buffer`
     copies each tensor's bytes into a device buffer; `write_back` copies the bytes of each
-    tensor's own storage that the launch changed back into it. Nothing is written back unless the launch finished, so a failed
-    launch leaves every tensor as it was.
+    tensor's own storage that the launch changed back into it. Nothing is written back unless
+    the launch finished, so a failed launch leaves every tensor as it was.
 
     Both ways go through a host-cached staging buffer and a queue copy: a discrete GPU's
     host-visible device memory is uncached for the CPU (reading it ran at about 10 MB/s on
@@ -32,12 +32,12 @@ class DeviceCopies:
         as elements of IREE's `element_type`."""
         host = np.frombuffer((ctypes.c_char * nbytes).from_address(base), dtype=np.uint8) if nbytes else \
             np.zeros(element_bytes, np.uint8)   # Vulkan has no empty bindings
-        device = self.device
-        stage = device.allocator.allocate_buffer_copy(
-            memory_type=_STAGING_MEMORY,
-            allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING, device=device, buffer=host)
-        buf = device.allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
-                                               allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=len(host))
+        allocator = self.device.allocator
+        stage = allocator.allocate_buffer_copy(
+            memory_type=_STAGING_MEMORY, allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING,
+            device=self.device, buffer=host)
+        buf = allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
+                                        allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=len(host))
         self._copy(stage, buf)
         if nbytes:
             # Written back: the bytes of the buffer that are the tensor's own storage (the buffer
@@ -48,7 +48,7 @@ class DeviceCopies:
 
     def _copy(self, source, target) -> None:
         self.device.queue_copy(source, target, rt.HalFence.create_at(self.semaphore, self.copied),
-                                   rt.HalFence.create_at(self.semaphore, self.copied + 1))
+                               rt.HalFence.create_at(self.semaphore, self.copied + 1))
         self.copied += 1
 
     def uploaded(self) -> None:

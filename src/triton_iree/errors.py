@@ -81,6 +81,15 @@ class CompileError(TritonIreeError):
     """iree-compile rejected the module triton-iree produced; carries the command and diagnostics."""
 
 
+def invalid_module(what: str, text: str, error: Exception, kernel: str) -> CompileError:
+    """The error for a module of triton-iree's that MLIR's verifier rejected (a bug of ours): it
+    carries the module's text (`module_text`), which the caller dumps."""
+    err = CompileError(f"triton-iree made an invalid {what} (a bug; please report it with the module from "
+                       f"TRITON_IREE_DUMP_DIR): {error}", kernel=kernel)
+    err.module_text = text
+    return err
+
+
 class ResourceLimitError(CompileError):
     """The kernel's tiles need more of a target's resource than it has (the stack of one program
     on the CPU): `needed` and `limit` in bytes. Smaller block sizes make smaller tiles."""

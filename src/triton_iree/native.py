@@ -30,7 +30,7 @@ from typing import Optional
 
 from .abi import BASE, BUFFER, GRID, SCALAR, Abi, Slot
 from . import types
-from .errors import CompileError, UnsupportedError
+from .errors import UnsupportedError, invalid_module
 
 # Triton's scalar and pointer element types: (MLIR type of the argument or element, bytes).
 SCALAR_TYPES = {ty: (m, types.ELEMENT_BYTES[m]) for ty, m in types.SCALAR_TYPES.items()}
@@ -205,10 +205,7 @@ def _verified(text: str, kernel: str) -> str:
         try:
             ir.Module.parse(text).operation.verify()
         except ir.MLIRError as e:
-            err = CompileError(f"triton-iree made an invalid native-mode module (a bug; please report it with "
-                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel)
-            err.module_text = text
-            raise err from None
+            raise invalid_module("native-mode module", text, e, kernel) from None
     return text
 
 

@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import iree.runtime as rt
-import numpy as np
 from iree.runtime._binding import create_hal_driver
 
 from . import targets
-from .copies import DeviceCopies
 from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, extent_names
 from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
+from .copies import DeviceCopies
 from .errors import DeviceError, LaunchError
 from .types import ELEMENT_BYTES
 
@@ -193,10 +192,7 @@ class LoadedKernel:
                 raise LaunchError(f"pointer arguments that share memory are not supported on {self.dev.driver}, "
                                   "where each tensor is passed as a copy; nothing ran", kernel=self.name)
             return shared.kernel(self).launch(abi, values, grid)
-        ctx = self.main
-        if self.inline_ok and (grid[0] * grid[1] * grid[2] == 1 or
-                               sum(sp[1] for sp in spans) <= INLINE_MAX_BYTES):
-            ctx = self.inline or self._make_inline()
+        ctx = self.main   # GPU modules never run inline (`allow_inline`: local-task's only)
         if ctx.dev.memory == targets.COPIED:
             # The copies' buffers and semaphore go with the launch: HAL objects that outlive their
             # device crash the interpreter at exit.
@@ -208,10 +204,9 @@ class LoadedKernel:
                 return copies.write_back()
             finally:
                 _vulkan_launch.copies = None
-        if ctx.dev.memory == targets.DEVICE:
-            args = build_arguments(ctx.dev, abi, values, grid, spans)
-            torch_stream_sync()
-            return self._invoke(ctx, args)
+        args = build_arguments(ctx.dev, abi, values, grid, spans)   # targets.DEVICE
+        torch_stream_sync()
+        self._invoke(ctx, args)
 
     def _launch_host(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                      shared: "SharedMemory | None") -> None:

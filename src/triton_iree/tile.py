@@ -551,10 +551,30 @@ class Kernel:
     def walk(self) -> Iterator[Op]:
         return self.body.walk()
 
+    def blocks(self) -> list[Block]:
+        """The body and every region nested in it."""
+        return [self.body] + [r for op in self.walk() for r in op.regions()]
+
     def stored_buffers(self) -> list[Param]:
         """Buffers the kernel writes, in parameter order."""
         written = {id(op.buffer) for op in self.walk() if isinstance(op, (Store, Atomic))}
         return [p for p in self.buffers if id(p) in written]
+
+
+def replace_uses(kernel: Kernel, subst: dict[int, Value]) -> None:
+    """Rewrites every operand and block yield of `kernel` that `subst` maps (by value id) to its
+    replacement, following chains of replacements."""
+    def new(v):
+        while isinstance(v, Value) and v.id in subst:
+            v = subst[v.id]
+        return v
+
+    for op in kernel.walk():
+        for name in op._operands:
+            v = getattr(op, name)
+            setattr(op, name, type(v)(map(new, v)) if isinstance(v, (list, tuple)) else new(v))
+    for b in kernel.blocks():
+        b.yields = [new(v) for v in b.yields]
 
 
 def uses(kernel_or_block: Kernel | Block) -> dict[int, list[Op]]:

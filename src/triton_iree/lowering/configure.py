@@ -13,7 +13,7 @@ from typing import Optional
 
 from iree.compiler import ir
 
-from ..errors import CompileError
+from ..errors import invalid_module
 from .options import EmitOptions
 from .values import _LinalgOp
 
@@ -48,10 +48,7 @@ def configure_module(text: str, ops: list[_LinalgOp], options: EmitOptions, row_
                     del op.attributes[COPY_MARK]
             module.operation.verify()
         except ir.MLIRError as e:
-            err = CompileError(f"triton-iree emitted an invalid module (a bug; please report it with "
-                               f"the module from TRITON_IREE_DUMP_DIR): {e}", kernel=kernel)
-            err.module_text = text
-            raise err from None
+            raise invalid_module("module", text, e, kernel) from None
         # Without attribute aliases: each op's configuration and indexing maps on its own line.
         return module.operation.get_asm(use_local_scope=True, assume_verified=True)
 

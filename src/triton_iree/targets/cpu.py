@@ -237,7 +237,7 @@ def sums_carried_as_scalars(kernel: t.Kernel) -> None:
     iteration, and the iterations' sums in order: another order of the same sum, as tl.sum leaves
     it unspecified (the CPU target already lets IREE reassociate reductions)."""
     uses = t.uses(kernel)
-    for block in [kernel.body] + [r for op in kernel.walk() for r in op.regions()]:
+    for block in kernel.blocks():
         for loop in [op for op in block.ops if isinstance(op, t.For)]:
             for j in range(len(loop.inits)):
                 sums = _summed_accumulator(loop, j, uses)
@@ -299,15 +299,7 @@ def _carry_the_sum(kernel: t.Kernel, block: t.Block, loop: t.For, j: int, sums: 
     loop.body.yields[j] = total.result
     result = t.Value(scalar, loop)
     loop.results[j] = result
-    gone = {r.results[0].id for r in sums}
-    blocks = [kernel.body] + [r for op in kernel.walk() for r in op.regions()]
-    for b in blocks:
-        b.ops = [op for op in b.ops if not (isinstance(op, t.Reduce) and op.results[0].id in gone)]
-        b.yields = [result if v.id in gone else v for v in b.yields]
-    for op in kernel.walk():
-        for name in op._operands:
-            v = getattr(op, name)
-            if isinstance(v, list):
-                setattr(op, name, [result if isinstance(u, t.Value) and u.id in gone else u for u in v])
-            elif isinstance(v, t.Value) and v.id in gone:
-                setattr(op, name, result)
+    gone = {id(r) for r in sums}
+    for b in kernel.blocks():
+        b.ops = [op for op in b.ops if id(op) not in gone]
+    t.replace_uses(kernel, {r.results[0].id: result for r in sums})

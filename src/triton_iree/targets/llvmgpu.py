@@ -184,18 +184,8 @@ def drop_shortcuts(kernel: t.Kernel) -> None:
     if not subst:
         return
 
-    def new(v):
-        while isinstance(v, t.Value) and v.id in subst:
-            v = subst[v.id]
-        return v
-
-    blocks = [kernel.body] + [r for op in kernel.walk() for r in op.regions()]
-    for op in kernel.walk():
-        for name in op._operands:
-            v = getattr(op, name)
-            setattr(op, name, type(v)(map(new, v)) if isinstance(v, (list, tuple)) else new(v))
-    for b in blocks:
-        b.yields = [new(v) for v in b.yields]
+    t.replace_uses(kernel, subst)
+    blocks = kernel.blocks()
     while True:   # the condition's ops, now unused
         uses = t.uses(kernel)
         dead = {id(op) for op in kernel.walk() if isinstance(op, (t.Constant, t.Elementwise, t.Reduce, t.Reshape))
@@ -214,7 +204,7 @@ def sink_stored_reshapes(kernel: t.Kernel) -> None:
     the dispatch's configuration; IREE's own configuration of the rest then failed ('write
     affecting operations on global resources are restricted to workgroup distributed
     contexts'). Offsets the analysis cannot follow through the reshape make it a scatter."""
-    for block in [kernel.body] + [r for op in kernel.walk() for r in op.regions()]:
+    for block in kernel.blocks():
         ops = []
         for op in block.ops:
             if isinstance(op, t.Store) and op.mask is None and op.value.is_tile and \
