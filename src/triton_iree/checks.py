@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import abi
+from . import abi, program_state
 from . import tile as t
 from .analysis import analyze
 from .forms import Box, Poly, StructuredAccess
@@ -110,7 +110,7 @@ class _Instrumenter:
         state = self.visit(k.body, (zero.result, zero.result))
         self.loc = k.loc
         self.block = k.body
-        slot = t.program_slot(self.emit, self.loc)
+        slot = program_state.program_slot(self.emit, self.loc)
         entry = self.ew("arith.remsi", [slot, self.i64(RECORD_ENTRIES)], "i64")
         at = self.ew("arith.muli", [entry, self.i64(RECORD_FIELDS)], "i64")
         at = self.ew("arith.addi", [self.record_base.value, at], "i64")
@@ -143,7 +143,7 @@ class _Instrumenter:
                 continue
             elif isinstance(op, (t.For, t.While, t.If)) and _has_checks(
                     op, self.bounds_checked or state[0] is not self.unfailed):
-                state = t.carry(op, state, self.visit)
+                state = program_state.carry(op, state, self.visit)
             block.ops.append(op)
         return state
 

@@ -29,7 +29,7 @@ import os
 import sys
 from typing import Sequence
 
-from . import abi
+from . import abi, program_state
 from . import tile as t
 from .errors import UnsupportedError
 from .types import ELEMENT_BYTES, TORCH_DTYPES, UNSIGNED_TORCH_DTYPES
@@ -86,7 +86,7 @@ class _Instrumenter:
         self.sites, self.counts = self.buffer(abi.PRINT_SITES, "i32"), self.buffer(abi.PRINT_COUNTS, "i64")
         self.capacity = t.Param(-1, abi.PRINT_CAPACITY, "i64", False)
         self.capacity.value = t.Value(I64, None, self.capacity.name)
-        self.slot = t.program_slot(self.emit, k.loc)
+        self.slot = program_state.program_slot(self.emit, k.loc)
         self.entry0 = self.ew("arith.muli", self.slot, self.capacity.value)
         k.body.ops += ops
         count = self.visit(k.body, (self.i64(0),))[0]
@@ -110,7 +110,7 @@ class _Instrumenter:
                 state = (self.print(op, state[0]),)
                 continue
             if isinstance(op, (t.For, t.While, t.If)) and _has_prints(op):
-                state = t.carry(op, state, self.visit)
+                state = program_state.carry(op, state, self.visit)
             block.ops.append(op)
         return state
 
