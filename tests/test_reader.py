@@ -68,3 +68,42 @@ def test_runtime_ifs_become_if_ops_with_their_results():
     assert [r.type.mlir() for r in value_if.results] == ["tensor<64xf32>"]    # y, a tile
     assert [sum(isinstance(op, t.Store) for op in b.ops) for b in (store_if.then, store_if.otherwise)] == [1, 1]
     assert not store_if.results
+
+
+@triton.jit
+def _where_max_nan(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _where_min_int(a, b):
+    return tl.where(b > a, a, b)
+
+
+@triton.jit
+def _where_max_no_nan_check(a, b):
+    return tl.where(a > b, a, b)
+
+
+@triton.jit
+def _reduce_kernel(x_ptr, out_ptr, OP: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    if OP == 0:
+        y = tl.reduce(x, 0, _where_max_nan)
+    elif OP == 1:
+        y = tl.reduce(x, 0, _where_min_int)
+    else:
+        y = tl.reduce(x, 0, _where_max_no_nan_check)
+    tl.store(out_ptr, y)
+
+
+@pytest.mark.parametrize("op, dtype, combined_by", [(0, "fp32", "arith.maximumf"), (1, "i32", "arith.minsi"),
+                                                    (1, "u16", "arith.minui"), (2, "fp32", None)])
+def test_compare_and_select_combiners_are_read_as_their_op(op, dtype, combined_by):
+    """A max / min written as tl.where is read as the one op it computes; a float max without
+    the NaN check is not arith.maximumf (a NaN on the left is dropped), so it stays as written."""
+    text = compiler.kernel_ttir(_reduce_kernel, dict(x_ptr=f"*{dtype}", out_ptr=f"*{dtype}", OP="constexpr"),
+                                constexprs={"OP": op})
+    [red] = [o for o in reader.read_ttir(text).walk() if isinstance(o, t.Reduce)]
+    names = [o.opname for o in red.combiner.ops]
+    assert names == ([combined_by] if combined_by else ["arith.cmpf", "arith.select"])

@@ -73,6 +73,9 @@ def reduce(srcs: list[t.Value], axis: int, combiner: t.Block, types: list[t.Type
            emit: Emit) -> Optional[list[t.Value]]:
     """The results of a reduction of `srcs` along `axis` by `combiner`, rewritten; None if no
     rewrite applies."""
+    if (kind := select_min_max(combiner)) is not None:
+        # A max / min written as compare-and-select: the one op it computes.
+        return [emit(t.Reduce(srcs, axis, _one_op_combiner(kind, combiner), types, loc))]
     if not _is_narrow_float_sum(combiner, srcs):
         return None
     # tl.sum of fp16 / bf16 adds in f32 and rounds once (IREE's CPU code adds along the row,
@@ -84,6 +87,71 @@ def reduce(srcs: list[t.Value], axis: int, combiner: t.Block, types: list[t.Type
     add.yields = [add.ops[0].result]
     total = emit(t.Reduce([wide], axis, add, [t.with_dtype(types[0], "f32")], loc))
     return [emit(t.Elementwise("arith.truncf", [total], types[0], loc=loc))]
+
+
+# "p PRED q" selects p as the max (min) of the two: the op it computes. Floats only with the NaN
+# check on p (below); ties select p, equal values but for the sign of a zero, which the
+# unspecified order of a reduction leaves open anyway.
+_SELECTED = {"ogt": "arith.maximumf", "oge": "arith.maximumf", "olt": "arith.minimumf", "ole": "arith.minimumf",
+             "sgt": "arith.maxsi", "sge": "arith.maxsi", "slt": "arith.minsi", "sle": "arith.minsi",
+             "ugt": "arith.maxui", "uge": "arith.maxui", "ult": "arith.minui", "ule": "arith.minui"}
+_SWAPPED = {"ogt": "olt", "oge": "ole", "olt": "ogt", "ole": "oge", "sgt": "slt", "sge": "sle", "slt": "sgt",
+            "sle": "sge", "ugt": "ult", "uge": "ule", "ult": "ugt", "ule": "uge"}
+
+
+def select_min_max(combiner: t.Block) -> Optional[str]:
+    """The max / min op a two-argument combiner computes as compare-and-select, or None:
+    ``where(a > b, a, b)`` of integers (maxsi, ..., by the predicate's signedness), and of floats
+    ``where(a > b or a != a, a, b)``, a max that propagates NaN from either side (maximumf,
+    minimumf with <): Inductor's ``triton_helpers.maximum`` / ``minimum``, its amax and max
+    reductions. IREE's CPU code vectorizes a reduction only where its combiner is one op it
+    knows; these ran element by element (a LayerNorm + softmax kernel 3x slower)."""
+    if len(combiner.args) != 2 or len(combiner.yields) != 1 or len(combiner.ops) not in (2, 4):
+        return None
+    sel = combiner.ops[-1]
+    if not (isinstance(sel, t.Elementwise) and sel.opname == "arith.select" and combiner.yields == [sel.result]):
+        return None
+    cond, p, q = sel.args
+    a, b = combiner.args
+    if {id(p), id(q)} != {id(a), id(b)} or p is q:
+        return None
+    ops = {id(op.result): op for op in combiner.ops[:-1] if isinstance(op, t.Elementwise)}
+    if len(ops) != len(combiner.ops) - 1:
+        return None
+    nan_check = None
+    if len(combiner.ops) == 4:
+        either = ops.get(id(cond))
+        if either is None or either.opname != "arith.ori":
+            return None
+        first, second = (ops.get(id(v)) for v in either.args)
+        nan_check, cmp = (first, second) if _is_nan_check(first, p) else (second, first)
+        if not _is_nan_check(nan_check, p):
+            return None
+    else:
+        cmp = ops.get(id(cond))
+    if cmp is None or cmp.opname not in ("arith.cmpf", "arith.cmpi") or (cmp.opname == "arith.cmpf") != (nan_check is not None):
+        return None
+    pred = cmp.attrs.get("predicate")
+    if [id(v) for v in cmp.args] == [id(q), id(p)]:
+        pred = _SWAPPED.get(pred)
+    elif [id(v) for v in cmp.args] != [id(p), id(q)]:
+        return None
+    return _SELECTED.get(pred)
+
+
+def _is_nan_check(op: Optional[t.Op], x: t.Value) -> bool:
+    """``x != x`` (or unordered(x, x)): true exactly where x is NaN."""
+    return (isinstance(op, t.Elementwise) and op.opname == "arith.cmpf" and op.attrs.get("predicate") in ("une", "uno")
+            and all(v is x for v in op.args))
+
+
+def _one_op_combiner(opname: str, like: t.Block) -> t.Block:
+    block = t.Block()
+    scalar = like.args[0].type
+    block.args = [t.Value(scalar, block) for _ in range(2)]
+    block.ops = [t.Elementwise(opname, block.args, scalar, loc=like.ops[-1].loc)]
+    block.yields = [block.ops[0].result]
+    return block
 
 
 def _is_narrow_float_sum(combiner: t.Block, srcs: list) -> bool:

@@ -293,3 +293,68 @@ def test_unsigned_reductions_match_interpreter(bits):
         total = int(block.sum(dtype="u8")) % (1 << max(bits, 32))   # tl.sum widens narrow ints to 32 bits
         want = [block.min(), block.max(), total, block.argmin(), block.argmax()]
         assert args[1][p * 5:p * 5 + 5].numpy().view("u8").tolist() == [int(w) for w in want]
+
+
+@triton.jit
+def _nan_max(a, b):   # torch Inductor's triton_helpers.maximum: NaN from either side wins
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _nan_min(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def _where_max(a, b):
+    return tl.where(a > b, a, b)
+
+
+@triton.jit
+def _where_min_swapped(a, b):
+    return tl.where(b > a, a, b)
+
+
+@triton.jit
+def select_reduce_kernel(x_ptr, out_ptr, rows, cols, stride, IDENT: tl.constexpr, OP: tl.constexpr,
+                         R: tl.constexpr, C: tl.constexpr):
+    r = tl.program_id(0) * R + tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + r * stride + c, mask=(r < rows) & (c < cols), other=IDENT)
+    if OP == "nan_max":
+        y = tl.reduce(x, 1, _nan_max)
+    elif OP == "nan_min":
+        y = tl.reduce(x, 1, _nan_min)
+    elif OP == "max":
+        y = tl.reduce(x, 1, _where_max)
+    else:
+        y = tl.reduce(x, 1, _where_min_swapped)
+    rows_out = tl.program_id(0) * R + tl.arange(0, R)
+    tl.store(out_ptr + rows_out, y, mask=rows_out < rows)
+
+
+@pytest.mark.construct("tl.reduce with a compare-and-select combiner")
+@pytest.mark.parametrize("op, dtype", [("nan_max", torch.float32), ("nan_min", torch.float32),
+                                       ("nan_max", torch.float16), ("max", torch.int32), ("min", torch.int32),
+                                       ("max", torch.uint8), ("min", torch.int64)])
+def test_compare_and_select_reductions(op, dtype):
+    """Max / min written as `tl.where` (Inductor's amax), with NaNs in some rows, on rows that are
+    not a multiple of the block, columns read through a stride that is not the row length."""
+    rows, cols = 37, 100
+    g = torch.Generator().manual_seed(7)
+    if dtype.is_floating_point:
+        full = torch.randn(rows, cols + 3, generator=g).to(dtype)
+        full[3, 10] = full[20, 99] = full[36, 0] = float("nan")
+        full[5, :cols] = -0.0
+        ident = float("-inf") if op.endswith("max") else float("inf")
+    else:
+        info = torch.iinfo(dtype)
+        full = torch.randint(info.min, info.max, (rows, cols + 3), generator=g, dtype=torch.int64).to(dtype)
+        ident = info.min if op == "max" else info.max
+    x = full[:, :cols]
+    out = torch.full((rows + 5,), 3, dtype=dtype)
+    select_reduce_kernel[(triton.cdiv(rows, 8),)](x, out, rows, cols, full.stride(0), IDENT=ident, OP=op,
+                                                   R=8, C=128)
+    want = (torch.amax if op.endswith("max") else torch.amin)(x.float() if dtype == torch.uint8 else x, dim=1)
+    torch.testing.assert_close(out[:rows], want.to(dtype), equal_nan=True, rtol=0, atol=0)
+    assert (out[rows:] == 3).all()
