@@ -86,8 +86,16 @@ def _where_max_no_nan_check(a, b):
 
 
 @triton.jit
+def _or(a, b):
+    return a | b
+
+
+@triton.jit
 def _reduce_kernel(x_ptr, out_ptr, OP: tl.constexpr):
     x = tl.load(x_ptr + tl.arange(0, 16))
+    if OP == 3:
+        tl.store(out_ptr, tl.reduce(x > 0, 0, _or).to(x.dtype))
+        return
     if OP == 0:
         y = tl.reduce(x, 0, _where_max_nan)
     elif OP == 1:
@@ -98,12 +106,15 @@ def _reduce_kernel(x_ptr, out_ptr, OP: tl.constexpr):
 
 
 @pytest.mark.parametrize("op, dtype, combined_by", [(0, "fp32", "arith.maximumf"), (1, "i32", "arith.minsi"),
-                                                    (1, "u16", "arith.minui"), (2, "fp32", None)])
+                                                    (1, "u16", "arith.minui"), (2, "fp32", None),
+                                                    (3, "fp32", "arith.maxui")])
 def test_compare_and_select_combiners_are_read_as_their_op(op, dtype, combined_by):
     """A max / min written as tl.where is read as the one op it computes; a float max without
-    the NaN check is not arith.maximumf (a NaN on the left is dropped), so it stays as written."""
+    the NaN check is not arith.maximumf (a NaN on the left is dropped), so it stays as written.
+    An or of booleans is read as a max of their values as i32."""
     text = compiler.kernel_ttir(_reduce_kernel, dict(x_ptr=f"*{dtype}", out_ptr=f"*{dtype}", OP="constexpr"),
                                 constexprs={"OP": op})
     [red] = [o for o in reader.read_ttir(text).walk() if isinstance(o, t.Reduce)]
+    assert red.srcs[0].dtype == ("i32" if op == 3 else dtype.replace("fp", "f").replace("u", "i"))
     names = [o.opname for o in red.combiner.ops]
     assert names == ([combined_by] if combined_by else ["arith.cmpf", "arith.select"])

@@ -15,10 +15,16 @@ then translates the op as it is).
     an int pointer, ``tl.full(..., float).to(int)``): the constant, converted as Triton's
     interpreter converts it (numpy's cast). Out of range or NaN, MLIR and LLVM fold the cast of a
     constant to poison; at run time the CPU's own instruction gives numpy's value.
-- `reduce` (``tt.reduce``): ``tl.sum`` of one fp16 / bf16 tile adds in f32 and rounds once. The
-  order of a reduction is not Triton's to promise, but its GPU code adds pairwise, where fp16 /
-  bf16 partial sums stay accurate; IREE's CPU code adds along the row, where they stop growing
-  (1024 ones in bf16 sum to 256; Triton's test_sum_dtype checks this).
+- `reduce` (``tt.reduce``):
+  - ``tl.sum`` of one fp16 / bf16 tile adds in f32 and rounds once. The order of a reduction
+    is not Triton's to promise, but its GPU code adds pairwise, where fp16 / bf16 partial sums
+    stay accurate; IREE's CPU code adds along the row, where they stop growing (1024 ones in
+    bf16 sum to 256; Triton's test_sum_dtype checks this).
+  - a max / min written as compare-and-select (torch Inductor's amax: ``where(a > b or a != a,
+    a, b)``) combines with the one op it computes (``arith.maximumf``, ``arith.maxsi``, ...),
+    and an or / and of booleans reduces their values as i32 with maxui / minui: IREE's CPU
+    code vectorizes a reduction only when its combiner is one op of a kind it knows, and runs
+    the others (and those of i1) one element at a time.
 - `dot` (``tt.dot``): an fp16 accumulator (``out_dtype=tl.float16``) accumulates in f32 and is
   rounded once, as tensor cores add their products: added up in fp16 along K the sums drift (by
   0.03 over K = 64, where Triton's own test_dot3d allows 0.01).
@@ -76,6 +82,11 @@ def reduce(srcs: list[t.Value], axis: int, combiner: t.Block, types: list[t.Type
     if (kind := select_min_max(combiner)) is not None:
         # A max / min written as compare-and-select: the one op it computes.
         return [emit(t.Reduce(srcs, axis, _one_op_combiner(kind, combiner), types, loc))]
+    if (kind := _bool_any_all(combiner, srcs)) is not None:
+        # Or / and of booleans: max / min of their values as i32.
+        wide = emit(t.Elementwise("arith.extui", srcs, t.with_dtype(srcs[0].type, "i32"), loc=loc))
+        red = t.Reduce([wide], axis, _one_op_combiner(kind, combiner, "i32"), [t.with_dtype(types[0], "i32")], loc)
+        return [emit(t.Elementwise("arith.trunci", [emit(red)], types[0], loc=loc))]
     if not _is_narrow_float_sum(combiner, srcs):
         return None
     # tl.sum of fp16 / bf16 adds in f32 and rounds once (IREE's CPU code adds along the row,
@@ -145,9 +156,23 @@ def _is_nan_check(op: Optional[t.Op], x: t.Value) -> bool:
             and all(v is x for v in op.args))
 
 
-def _one_op_combiner(opname: str, like: t.Block) -> t.Block:
+def _bool_any_all(combiner: t.Block, srcs: list) -> Optional[str]:
+    """maxui / minui for a reduction of one i1 tile by or / and (``tl.reduce(mask, axis,
+    _or)``: Inductor's any / all), else None. IREE's CPU code computes i1 reductions one element
+    at a time (a fifth of a LayerNorm + softmax kernel from torch.compile); on 0 / 1 values as
+    i32 the same reduction is a max / min, which it vectorizes."""
+    if len(srcs) != 1 or srcs[0].dtype != "i1" or len(combiner.ops) != 1:
+        return None
+    op = combiner.ops[0]
+    if not (isinstance(op, t.Elementwise) and combiner.yields == [op.result] and len(op.args) == 2
+            and set(map(id, op.args)) == set(map(id, combiner.args))):
+        return None
+    return {"arith.ori": "arith.maxui", "arith.andi": "arith.minui"}.get(op.opname)
+
+
+def _one_op_combiner(opname: str, like: t.Block, dtype: Optional[str] = None) -> t.Block:
     block = t.Block()
-    scalar = like.args[0].type
+    scalar = t.ScalarType(dtype) if dtype else like.args[0].type
     block.args = [t.Value(scalar, block) for _ in range(2)]
     block.ops = [t.Elementwise(opname, block.args, scalar, loc=like.ops[-1].loc)]
     block.yields = [block.ops[0].result]

@@ -333,7 +333,7 @@ def select_reduce_kernel(x_ptr, out_ptr, rows, cols, stride, IDENT: tl.constexpr
     tl.store(out_ptr + rows_out, y, mask=rows_out < rows)
 
 
-@pytest.mark.construct("tl.reduce with a compare-and-select combiner")
+@pytest.mark.construct("tl.reduce with a custom combiner")
 @pytest.mark.parametrize("op, dtype", [("nan_max", torch.float32), ("nan_min", torch.float32),
                                        ("nan_max", torch.float16), ("max", torch.int32), ("min", torch.int32),
                                        ("max", torch.uint8), ("min", torch.int64)])
@@ -358,3 +358,53 @@ def test_compare_and_select_reductions(op, dtype):
     want = (torch.amax if op.endswith("max") else torch.amin)(x.float() if dtype == torch.uint8 else x, dim=1)
     torch.testing.assert_close(out[:rows], want.to(dtype), equal_nan=True, rtol=0, atol=0)
     assert (out[rows:] == 3).all()
+
+
+@triton.jit
+def _or(a, b):
+    return a | b
+
+
+@triton.jit
+def _and(a, b):
+    return a & b
+
+
+@triton.jit
+def any_all_kernel(x_ptr, out_ptr, rows, cols, stride, AXIS: tl.constexpr, OP: tl.constexpr,
+                   R: tl.constexpr, C: tl.constexpr):
+    """Or / and of a boolean tile (which elements are not finite) along AXIS; masked-off
+    elements are the op's identity."""
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    m = (r < rows) & (c < cols)
+    x = tl.load(x_ptr + r * stride + c, mask=m, other=0.0)
+    bad = (x != x) | (tl.abs(x) == float("inf"))
+    if OP == "any":
+        y = tl.reduce(bad & m, AXIS, _or)
+    else:
+        y = tl.reduce(bad | ~m, AXIS, _and)
+    if AXIS == 1:
+        tl.store(out_ptr + tl.arange(0, R), y.to(tl.int8), mask=tl.arange(0, R) < rows)
+    else:
+        tl.store(out_ptr + tl.arange(0, C), y.to(tl.int8), mask=tl.arange(0, C) < cols)
+
+
+@pytest.mark.construct("tl.reduce with a custom combiner")
+@pytest.mark.parametrize("op", ["any", "all"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_any_all_of_booleans(op, axis):
+    rows, cols = 13, 70
+    full = torch.randn(rows, cols + 5)
+    full[2, 5] = float("nan")
+    full[7, :cols] = float("inf")            # a row of which all are not finite
+    full[:, 11] = float("-inf")              # a column of which all are
+    full[9, 40] = float("inf")
+    x = full[:, :cols]
+    out = torch.full((max(rows, cols) + 3,), 5, dtype=torch.int8)
+    any_all_kernel[(1,)](x, out, rows, cols, full.stride(0), AXIS=axis, OP=op, R=16, C=128)
+    bad = ~torch.isfinite(x)
+    want = (bad.any if op == "any" else bad.all)(dim=axis).to(torch.int8)
+    n = want.numel()
+    assert torch.equal(out[:n], want), (out[:n], want)
+    assert (out[n:] == 5).all()
