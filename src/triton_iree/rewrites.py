@@ -79,7 +79,7 @@ def reduce(srcs: list[t.Value], axis: int, combiner: t.Block, types: list[t.Type
            emit: Emit) -> Optional[list[t.Value]]:
     """The results of a reduction of `srcs` along `axis` by `combiner`, rewritten; None if no
     rewrite applies."""
-    if (kind := select_min_max(combiner)) is not None:
+    if (kind := _select_min_max(combiner)) is not None:
         # A max / min written as compare-and-select: the one op it computes.
         return [emit(t.Reduce(srcs, axis, _one_op_combiner(kind, combiner), types, loc))]
     if (kind := _bool_any_all(combiner, srcs)) is not None:
@@ -110,7 +110,7 @@ _SWAPPED = {"ogt": "olt", "oge": "ole", "olt": "ogt", "ole": "oge", "sgt": "slt"
             "sle": "sge", "ugt": "ult", "uge": "ule", "ult": "ugt", "ule": "uge"}
 
 
-def select_min_max(combiner: t.Block) -> Optional[str]:
+def _select_min_max(combiner: t.Block) -> Optional[str]:
     """The max / min op a two-argument combiner computes as compare-and-select, or None:
     ``where(a > b, a, b)`` of integers (maxsi, ..., by the predicate's signedness), and of floats
     ``where(a > b or a != a, a, b)``, a max that propagates NaN from either side (maximumf,
@@ -161,13 +161,21 @@ def _bool_any_all(combiner: t.Block, srcs: list) -> Optional[str]:
     _or)``: Inductor's any / all), else None. IREE's CPU code computes i1 reductions one element
     at a time (a fifth of a LayerNorm + softmax kernel from torch.compile); on 0 / 1 values as
     i32 the same reduction is a max / min, which it vectorizes."""
-    if len(srcs) != 1 or srcs[0].dtype != "i1" or len(combiner.ops) != 1:
-        return None
-    op = combiner.ops[0]
-    if not (isinstance(op, t.Elementwise) and combiner.yields == [op.result] and len(op.args) == 2
-            and set(map(id, op.args)) == set(map(id, combiner.args))):
+    op = _single_op(combiner)
+    if len(srcs) != 1 or srcs[0].dtype != "i1" or op is None:
         return None
     return {"arith.ori": "arith.maxui", "arith.andi": "arith.minui"}.get(op.opname)
+
+
+def _single_op(combiner: t.Block) -> Optional[t.Elementwise]:
+    """The combiner's op when it is one op on its two arguments, yielded."""
+    if len(combiner.ops) != 1:
+        return None
+    op = combiner.ops[0]
+    if (isinstance(op, t.Elementwise) and combiner.yields == [op.result] and len(op.args) == 2
+            and set(map(id, op.args)) == set(map(id, combiner.args))):
+        return op
+    return None
 
 
 def _one_op_combiner(opname: str, like: t.Block, dtype: Optional[str] = None) -> t.Block:
@@ -181,11 +189,8 @@ def _one_op_combiner(opname: str, like: t.Block, dtype: Optional[str] = None) ->
 
 def _is_narrow_float_sum(combiner: t.Block, srcs: list) -> bool:
     """The reduction adds one fp16 or bf16 tile (`tl.sum`'s combiner, an addf of its two args)."""
-    if len(srcs) != 1 or srcs[0].dtype not in ("f16", "bf16") or len(combiner.ops) != 1:
-        return False
-    add = combiner.ops[0]
-    return (isinstance(add, t.Elementwise) and add.opname == "arith.addf" and combiner.yields == [add.result]
-            and set(map(id, add.args)) == set(map(id, combiner.args)))
+    add = _single_op(combiner)
+    return len(srcs) == 1 and srcs[0].dtype in ("f16", "bf16") and add is not None and add.opname == "arith.addf"
 
 
 def dot(a: t.Value, b: t.Value, c: t.Value, loc: str, emit: Emit) -> Optional[t.Value]:
