@@ -225,6 +225,7 @@ class LlvmCpu(Target):
 
     def prepare(self, kernel: t.Kernel) -> None:
         sums_carried_as_scalars(kernel)
+        products_summed_through_fma(kernel)
 
 
 def sums_carried_as_scalars(kernel: t.Kernel) -> None:
@@ -303,3 +304,39 @@ def _carry_the_sum(kernel: t.Kernel, block: t.Block, loop: t.For, j: int, sums: 
     for b in kernel.blocks():
         b.ops = [op for op in b.ops if id(op) not in gone]
     t.replace_uses(kernel, {r.results[0].id: result for r in sums})
+
+
+def products_summed_through_fma(kernel: t.Kernel) -> None:
+    """A sum of f32 / f64 products (``tl.sum(x * x)``: a variance; ``tl.sum(a * b)``), where the
+    reduced tile is the product or a ``tl.where`` of it, computes each product as
+    ``fma(a, b, 0.0)``. IREE's CPU code turns a reduction of a multiply into a vector contraction,
+    which it lowers to scalar FMAs, one lane at a time (a fifth of a torch.compile'd var_mean
+    kernel); through fma it keeps vector FMAs and vector partial sums. The value is the same
+    product, rounded once, but for the sign of an exact zero (-0.0 * x + 0.0 is +0.0), so it is
+    done only where the product is used by the sum alone, or is a square (never -0.0)."""
+    uses = t.uses(kernel)
+    for block in kernel.blocks():
+        for red in [op for op in block.ops if isinstance(op, t.Reduce)]:
+            if len(red.srcs) != 1 or red.srcs[0].dtype not in ("f32", "f64") or not _is_sum(red.combiner):
+                continue
+            for mul in _summed_products(red.srcs[0], red, uses):
+                zero = t.Constant(0.0, mul.result.type, mul.loc)
+                at = next(b for b in kernel.blocks() if mul in b.ops)
+                at.ops.insert(at.ops.index(mul), zero)
+                mul.opname, mul.args = "math.fma", [*mul.args, zero.result]
+
+
+def _summed_products(src: t.Value, red: t.Reduce, uses: dict) -> "list[t.Elementwise]":
+    """The multiplies whose products `red` sums: `src` itself, or the branches of the
+    ``arith.select`` that makes `src`, each used by nothing else unless it is a square."""
+    def product(v: t.Value, user: t.Op) -> bool:
+        op = v.owner
+        return (isinstance(op, t.Elementwise) and op.opname == "arith.mulf" and len(op.args) == 2
+                and (op.args[0] is op.args[1] or uses.get(v.id, []) == [user]))
+    if product(src, red):
+        return [src.owner]
+    sel = src.owner
+    if not (isinstance(sel, t.Elementwise) and sel.opname == "arith.select" and uses.get(src.id, []) == [red]):
+        return []
+    found = {id(a.owner): a.owner for a in sel.args[1:] if product(a, sel)}
+    return list(found.values())
