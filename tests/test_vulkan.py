@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from triton_iree import aot, kernels as K, runtime, targets
 from triton_iree.errors import LaunchError
@@ -178,6 +179,58 @@ def test_scatter(tmp_path):
     if not results or set(results) - {"correct", "wrong"}:
         raise RuntimeError(f"the scatter process ended before a result ({r.returncode}): {r.stderr[-3000:]}")
     assert "wrong" not in results, f"{results.count('wrong')} of {len(results)} launches wrong"
+
+
+# Atomics and histograms read, combine and write memory element after element; on Vulkan on
+# the workgroup's first thread only. Run on every thread (IREE's BaseDistribute leaves such a
+# loop on each), every tl.atomic_add added its value once per thread, and the threads' increments
+# of a histogram's bins raced.
+@triton.jit
+def atomic_add_kernel(target_ptr, val_ptr, old_ptr, count_ptr, n, m, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < n
+    old = tl.atomic_add(target_ptr + i % m, tl.load(val_ptr + i, mask=mask), mask=mask)
+    tl.store(old_ptr + i, old, mask=mask)
+    prev = tl.atomic_add(count_ptr, tl.program_id(0) + 1)   # the scalar form
+    tl.store(old_ptr + n + tl.program_id(0), prev)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
+def test_atomic_add_across_programs(dtype):
+    ty = {torch.int32: "i32", torch.float32: "fp32"}[dtype]
+    run = launcher(atomic_add_kernel, f"target_ptr=*{ty},val_ptr=*{ty},old_ptr=*{ty},count_ptr=*{ty},n=i32,m=i32",
+                   {"BLOCK": 32})
+    n, m, programs = 157, 39, 5          # programs hit the same targets; the last one partly masked
+    target = torch.randint(-50, 50, (m,)).to(dtype)
+    val = torch.randint(-50, 50, (n,)).to(dtype)
+    old, count = torch.zeros(n + programs, dtype=dtype), torch.zeros(1, dtype=dtype)
+    # The programs run one after another, each element in order: the old values are determined.
+    want_target, want_old, want_count = target.clone(), torch.zeros(n + programs, dtype=dtype), torch.zeros(1, dtype=dtype)
+    for p in range(programs):
+        for i in range(p * 32, min(n, p * 32 + 32)):
+            want_old[i] = want_target[i % m]
+            want_target[i % m] += val[i]
+        want_old[n + p] = want_count[0]
+        want_count += p + 1
+    run(target, val, old, count, n, m, grid=(programs,))
+    assert torch.equal(target, want_target)
+    assert torch.equal(count, want_count)
+    assert torch.equal(old, want_old)
+
+
+@triton.jit
+def histogram_kernel(x_ptr, out_ptr, BINS: tl.constexpr, BLOCK: tl.constexpr):
+    h = tl.histogram(tl.load(x_ptr + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)), BINS)
+    tl.store(out_ptr + tl.program_id(0) * BINS + tl.arange(0, BINS), h)
+
+
+def test_histogram():
+    run = launcher(histogram_kernel, "x_ptr=*i32,out_ptr=*i32", {"BINS": 16, "BLOCK": 256})
+    x = torch.randint(0, 16, (3, 256), dtype=torch.int32)
+    out = torch.zeros(3, 16, dtype=torch.int32)
+    run(x, out, grid=(3,))
+    want = torch.stack([torch.bincount(r.long(), minlength=16) for r in x]).to(torch.int32)
+    assert torch.equal(out, want)
 
 
 def test_row_sum_and_argmax():

@@ -28,13 +28,13 @@ class AtomicEmitter(EmitterBase):
             cmp = self.scalar(op.cmp) if op.cmp is not None else None
             one = t.TileType((1,), v.dtype)
 
-            def scalar(_dests: list[str]) -> list[str]:
+            def scalar(dests: list[str]) -> list[str]:
                 old = self._atomic_element(op, self.scalar(op.offsets), self.scalar(op.value), m, cmp)
                 r = self.fresh("old")
-                self.w(f"{r} = tensor.from_elements {old} : {one.mlir()}")
+                self.w(f"{r} = tensor.insert {old} into {dests[0]}[{self.idx(0)}] : {one.mlir()}")
                 return [r]
 
-            [r] = self._on_one_thread([one], [self._empty(one.mlir())], scalar)
+            [r] = self._on_one_thread([one], [self._empty(one.mlir())], scalar, shared_writes=True)
             old = self.fresh("old")
             self.w(f"{old} = tensor.extract {r}[{self.idx(0)}] : {one.mlir()}")
             self.bind(("s", v.id), old)
@@ -60,7 +60,7 @@ class AtomicEmitter(EmitterBase):
         def elements(dests: list[str]) -> list[str]:
             return [self._for_each_element(v.shape, ty, dests[0], element)]
 
-        [olds] = self._on_one_thread([v.type], [self._empty(ty)], elements)
+        [olds] = self._on_one_thread([v.type], [self._empty(ty)], elements, shared_writes=True)
         # The old values as a copy: IREE fused the loop into an elementwise consumer of its
         # result (`tl.where(mask, old, -1)`) and so ran every read-combine-write once more per
         # tile of the consumer (3 adds instead of 1); it never fuses through a copy.

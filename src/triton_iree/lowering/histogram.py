@@ -43,5 +43,5 @@ class HistogramEmitter(EmitterBase):
             self.w("}")
             return [res]
 
-        [res] = self._on_one_thread([ty], [self._fill(self.const(0, "i32"), ty)], count)
+        [res] = self._on_one_thread([ty], [self._fill(self.const(0, "i32"), ty)], count, shared_writes=True)
         self.bind(("t", op.result.id), _Tensor(res, (0,), ty.mlir()))

@@ -225,10 +225,12 @@ class EmitterBase():
         return " <{memory_space = #gpu.address_space<workgroup>}>" if self.llvmgpu else ""
 
     def _on_one_thread(self, outs: list[t.TileType], inits: list[str],
-                       emit: Callable[[list[str]], list[str]]) -> list[str]:
+                       emit: Callable[[list[str]], list[str]], shared_writes: bool = False) -> list[str]:
         """A sequential part of a program (atomics, scatters, histograms, scans, gathers of N-D
         tiles, reductions to 64-bit scalars), emitted by `emit(dests)`: it returns tiles of types
-        `outs` written into `dests` (first `inits`).
+        `outs` written into `dests` (first `inits`). `shared_writes`: the part reads, combines
+        and writes memory that a copy of it on another thread would touch too (an atomic's
+        buffer element, a histogram's bins), so it must run once per workgroup on every GPU.
 
         On CPUs `emit` writes into the program directly. On CUDA and HIP it runs on the
         workgroup's first thread, in a one-iteration `scf.forall` mapped to threads: IREE's GPU
@@ -238,7 +240,12 @@ class EmitterBase():
         order. A gpu.barrier on both sides: the threads computed its input tiles and wrote memory
         before, and read its results and what it wrote after. (With iree_gpu.value_barriers of
         the input tiles instead, IREE merged the barriers of two such parts that read one tile,
-        and the first then read the second's results, which it does not dominate.)"""
+        and the first then read the second's results, which it does not dominate.) On Vulkan
+        see `_on_first_thread`; a part without `shared_writes` runs on every thread there, each
+        computing the same results (a scan's loop holds linalg ops, which IREE spreads over the
+        threads, so it cannot run on one)."""
+        if self.spirv and shared_writes:
+            return self._on_first_thread(outs, inits, emit)
         if not self.llvmgpu:
             return emit(inits)
         self.w("gpu.barrier")
@@ -264,6 +271,47 @@ class EmitterBase():
         self.w("} {mapping = [#gpu.thread<linear_dim_0>]}")
         self.w("gpu.barrier")
         return [f"{f}#{i}" for i in range(len(outs))]
+
+    def _on_first_thread(self, outs: list[t.TileType], inits: list[str],
+                         emit: Callable[[list[str]], list[str]]) -> list[str]:
+        """`_on_one_thread` on Vulkan: an `scf.if` on the first thread's id. IREE's SPIR-V code
+        generation has no scf.forall mapped to threads ('failed to legalize operation'), and its
+        BaseDistribute pipeline runs an scf.for that holds no linalg op on every thread: each
+        thread would read, combine and write every atomic element (a tl.atomic_add added each
+        value once per thread), and the threads' increments of a histogram's bins would race.
+
+        BaseDistribute bufferizes the whole dispatch into workgroup memory. The results must
+        be one buffer for all threads: `emit` writes into `dests`, fresh allocations (copies of
+        `inits`) that the other threads yield unchanged. Where the two branches yield different
+        buffers, IREE selects between them by the condition, and the other threads read a buffer
+        the first one never wrote (`emit` returning a tile not written into its dest did that).
+        Barriers on both sides, as on CUDA."""
+        self.w("gpu.barrier")
+        dests = []
+        for i, ty in zip(inits, outs):
+            d = self.fresh("dest")
+            self.w(f"{d} = bufferization.alloc_tensor() copy({i}) : {ty.mlir()}")
+            dests.append(d)
+        tid, first, r = self.fresh("tid"), self.fresh("first"), self.fresh("serial")
+        self.w(f"{tid} = gpu.thread_id x")
+        self.w(f"{first} = arith.cmpi eq, {tid}, {self.idx(0)} : index")
+        tys = ", ".join(ty.mlir() for ty in outs)
+        self.w((f"{r}:{len(outs)} = " if outs else "") + f"scf.if {first}" + (f" -> ({tys})" if outs else "") + " {")
+        self.indent += 1
+        self.scopes.append({})
+        self.one_thread += 1
+        results = emit(dests)
+        self.one_thread -= 1
+        if outs:
+            self.w(f"scf.yield {', '.join(results)} : {tys}")
+        self.scopes.pop()
+        self.indent -= 1
+        if outs:
+            self.w("} else {")
+            self.w(f"  scf.yield {', '.join(dests)} : {tys}")
+        self.w("}")
+        self.w("gpu.barrier")
+        return [f"{r}#{i}" for i in range(len(outs))]
 
     def _for_each_element(self, shape: tuple[int, ...], ty: str, init: str,
                           body: Callable[[list[str], str], str]) -> str:
