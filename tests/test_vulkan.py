@@ -233,6 +233,27 @@ def test_histogram():
     assert torch.equal(out, want)
 
 
+# tl.sort is a bitonic network: each stage gathers its partners from the tile the stage before
+# computed (a tensor.extract inside a linalg.generic, which reads no tile as an input). Without a
+# barrier before each gather, threads read partners other threads had not written yet.
+@triton.jit
+def sort_kernel(x_ptr, out_ptr, N: tl.constexpr, DESC: tl.constexpr):
+    offs = tl.program_id(0) * N + tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.sort(tl.load(x_ptr + offs), descending=DESC))
+
+
+@pytest.mark.parametrize("n", [16, 128])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("desc", [False, True])
+def test_sort(n, dtype, desc):
+    ty = {torch.float32: "fp32", torch.float16: "fp16"}[dtype]
+    run = launcher(sort_kernel, f"x_ptr=*{ty},out_ptr=*{ty}", {"N": n, "DESC": desc})
+    x = torch.randn(3, n).to(dtype)
+    out = torch.zeros(3, n, dtype=dtype)
+    run(x, out, grid=(3,))
+    assert torch.equal(out, torch.sort(x, dim=1, descending=desc).values)
+
+
 def test_row_sum_and_argmax():
     row_sum = launcher(K.row_sum_kernel, "x_ptr=*fp32,out_ptr=*fp32,M=i32,N=i32,stride_m=i32",
                        {"BLOCK_M": 8, "BLOCK_N": 64})

@@ -271,6 +271,7 @@ class ComputeEmitter(EmitterBase):
         if u is not None:
             return u
         e = self.tensor_entry(op.src)
+        self._sync()   # on Vulkan another thread may have computed the element
         x = self.fresh("x")
         self.w(f"{x} = tensor.extract {e.name}[{', '.join(self.idx(0) for _ in e.dims)}] : {e.type}")
         return x

@@ -98,6 +98,9 @@ class ShapeEmitter(EmitterBase):
                                         lambda dests: [self._for_each_element(v.shape, ty, dests[0], element)])
             self._bind_tile(v, out)
             return
+        # The source is read element by element through tensor.extract, not as an input that
+        # `_leaf_arg` would wait for: on Vulkan the threads computing it must be done first.
+        self._sync()
         body = _Body(rank)
         index = self._elem(body, op.index, tuple(range(rank)))
         at = []
