@@ -17,6 +17,7 @@ What they establish, with TRITON_IREE_UNVALIDATED_TARGETS=1 (vulkan stays behind
 - The runtime passes tensors as copies and writes back only their own storage, leaves tensors
   unchanged when a launch fails, and refuses non-CPU tensors and arguments that share memory.
 """
+import math
 import os
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from triton_iree import aot, kernels as K, runtime, targets
 from triton_iree.errors import LaunchError
@@ -252,6 +254,80 @@ def test_sort(n, dtype, desc):
     out = torch.zeros(3, n, dtype=dtype)
     run(x, out, grid=(3,))
     assert torch.equal(out, torch.sort(x, dim=1, descending=desc).values)
+
+
+# f64 exp and log: SPIR-V has them for 16- and 32-bit floats only; the target writes them, and
+# the functions built on them, as inline f64 arithmetic (f64_exp_log; test_f64_exp_log.py
+# measures it op by op). Here on the device, against mpmath, with C's special values.
+@triton.jit
+def f64_function_kernel(x_ptr, y_ptr, out_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if FN == "pow":
+        r = libdevice.pow(x, tl.load(y_ptr + offs, mask=m))
+    elif FN == "tl.exp":
+        r = tl.exp(x)
+    elif FN == "tl.log":
+        r = tl.log(x)
+    else:
+        r = getattr(libdevice, FN)(x)   # noqa: B009 (FN is a constexpr)
+    tl.store(out_ptr + offs, r, mask=m)
+
+
+F64_FUNCTIONS = {   # fn -> (numpy reference at the special values, finite inputs, the most ulp)
+    "tl.exp": (np.exp, (-745, 709.7), 1), "exp2": (np.exp2, (-1075, 1023), 1), "expm1": (np.expm1, (-5, 5), 2),
+    "tl.log": (np.log, (1e-300, 1e300), 1), "log1p": (np.log1p, (-0.9, 5), 2), "sinh": (np.sinh, (-20, 20), 2),
+    "cosh": (np.cosh, (-20, 20), 1), "asinh": (np.arcsinh, (-1e3, 1e3), 2), "acosh": (np.arccosh, (1, 1e3), 2),
+    "atanh": (np.arctanh, (-1, 1), 2), "tanh": (np.tanh, (-5, 5), 3), "log2": (np.log2, (1e-300, 1e300), 1),
+}
+
+
+def _c_pow(x: float, y: float) -> float:
+    """C's pow (numpy's power differs at 1 ** -inf)."""
+    try:
+        return math.pow(x, y)
+    except ValueError:
+        return math.nan
+    except OverflowError:
+        return math.copysign(math.inf, x) if y % 2 == 1 else math.inf
+
+
+@pytest.mark.parametrize("fn", sorted(F64_FUNCTIONS) + ["pow"])
+def test_f64_exp_log_and_the_functions_built_on_them(fn):
+    import mpmath
+    if fn == "pow":
+        ref_fn, lo_hi, most = np.vectorize(_c_pow), None, 14
+    else:
+        ref_fn, lo_hi, most = F64_FUNCTIONS[fn]
+    mpmath.mp.prec = 200
+    rng = np.random.default_rng(0)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 5e-324])
+    if fn == "pow":
+        x = np.concatenate([np.exp(rng.uniform(-700, 700, 300)), rng.uniform(0.01, 4, 200), special])
+        y = np.concatenate([rng.uniform(-709, 709, 300) / np.log(x[:300]), rng.uniform(-3, 3, 200), special[::-1]])
+    else:
+        lo, hi = lo_hi
+        spread = np.exp(rng.uniform(np.log(lo), np.log(hi), 300)) if lo > 0 else rng.uniform(lo, hi, 300)
+        x, y = np.concatenate([spread, rng.uniform(lo, hi, 200) * 1e-6, special]), None
+    with np.errstate(all="ignore"):
+        ref = ref_fn(x, y) if fn == "pow" else ref_fn(x)
+    mp = {"tl.exp": mpmath.exp, "exp2": lambda v: mpmath.power(2, v), "expm1": mpmath.expm1, "tl.log": mpmath.log,
+          "log1p": mpmath.log1p, "sinh": mpmath.sinh, "cosh": mpmath.cosh, "asinh": mpmath.asinh,
+          "acosh": mpmath.acosh, "atanh": mpmath.atanh, "tanh": mpmath.tanh, "log2": lambda v: mpmath.log(v, 2),
+          "pow": mpmath.power}[fn]
+    args = (x, y) if fn == "pow" else (x,)
+    finite = np.isfinite(ref) & np.logical_and.reduce([np.isfinite(a) for a in args]) & ((x > 0) | (fn != "pow"))
+    ref[finite] = [float(mp(*map(mpmath.mpf, v))) for v in zip(*(a[finite] for a in args))]
+    run = launcher(f64_function_kernel, "x_ptr=*fp64,y_ptr=*fp64,out_ptr=*fp64,n=i32", {"FN": fn, "BLOCK": 128})
+    out = torch.zeros(len(x), dtype=torch.float64)
+    yt = torch.from_numpy(y if y is not None else x)
+    run(torch.from_numpy(x), yt, out, len(x), grid=(triton.cdiv(len(x), 128),))
+    got = out.numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(ref)), x[np.isnan(got) != np.isnan(ref)]
+    assert np.array_equal(got[~finite & ~np.isnan(ref)], ref[~finite & ~np.isnan(ref)])
+    ulps = np.abs(got[finite] - ref[finite]) / np.spacing(np.abs(ref[finite]))
+    assert ulps.max() <= most, (x[finite][np.argmax(ulps)], ulps.max())
 
 
 def test_row_sum_and_argmax():

@@ -2,8 +2,10 @@
 pipeline). What GPU targets share: `gpu.py`.
 
 `Vulkan` names the SPIR-V properties the emitter works around, and `MetalSpirv` inherits them
-from it: dispatches are configured for IREE's SPIR-V pipelines (`SpirvTiling.spirv`), and SPIR-V
-vectors have at most 4 elements (`narrow_vectors`). Vulkan's runtime side (its driver, tensors
+from it: dispatches are configured for IREE's SPIR-V pipelines (`SpirvTiling.spirv`), SPIR-V
+vectors have at most 4 elements (`narrow_vectors`), and f64 exp, log and the functions built on
+them are inline f64 arithmetic (`prepare`: `f64_exp_log`; GLSL.std.450 has them for 16- and
+32-bit floats only). Vulkan's runtime side (its driver, tensors
 passed as copies) is Vulkan's own; metal-spirv is compile-only here.
 """
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
+from .. import f64_exp_log, tile as t
 from .base import COPIED
 from .gpu import Gpu, GpuTiling
 
@@ -79,6 +82,11 @@ class Vulkan(Gpu):
 
     def tiling(self, num_warps: int) -> SpirvTiling:
         return SpirvTiling(num_warps=num_warps, subgroup_size=32, narrow_vectors=self.narrow_vectors)
+
+    def prepare(self, kernel: t.Kernel) -> None:
+        # SPIR-V's GLSL.std.450 has no f64 Exp, Log, Exp2, Log2 or Pow: f64 exp, log and the
+        # functions IREE builds on them as inline f64 arithmetic.
+        f64_exp_log.expand_kernel(kernel)
 
 
 @dataclass(frozen=True)
