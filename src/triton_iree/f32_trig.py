@@ -38,7 +38,7 @@ import math
 from fractions import Fraction
 from typing import Callable, Optional
 
-from . import tile as t
+from . import f64_math, tile as t
 from .f64_trig import _PI, _GUARD, _B
 
 FUNCTIONS = ("math.sin", "math.cos", "math.tan")
@@ -94,16 +94,7 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
     if opname not in FUNCTIONS or len(args) != 1 or args[0].dtype not in ("f32",) + _NARROW:
         return None
     x = args[0]
-
-    def builders(add: Callable[[t.Op], t.Value]):
-        def op(name: str, xs: list[t.Value], dtype: str = "f64", attrs: dict | None = None) -> t.Value:
-            return add(t.Elementwise(name, xs, t.with_dtype(x.type, dtype), attrs, loc))
-
-        def const(value, dtype: str = "f64") -> t.Value:
-            return add(t.Constant(value, t.with_dtype(x.type, dtype), loc))
-        return op, const
-
-    op, const = builders(emit)
+    op, const = f64_math.builders(x, loc, emit)
     narrow = x.dtype
     if narrow in _NARROW:
         x = op("arith.extf", [x], "f32")
@@ -126,7 +117,7 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
         branches = []
         for path in (_large, _small):
             blk = t.Block()
-            blk.yields = [path(opname, x, xbits, bits, *builders(lambda o, blk=blk: blk.add(o).result))]
+            blk.yields = [path(opname, x, xbits, bits, *f64_math.builders(x, loc, lambda o, blk=blk: blk.add(o).result))]
             branches.append(blk)
         res = emit(t.If(large, branches[0], branches[1], [x.type], loc, shortcut=True))
     return op("arith.truncf", [res], narrow) if narrow in _NARROW else res

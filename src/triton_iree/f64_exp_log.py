@@ -312,14 +312,7 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
     if opname not in FUNCTIONS or not args or args[0].dtype != "f64":
         return None
     x = args[0]
-
-    def op(name: str, xs: list[t.Value], dtype: str = "f64", attrs: dict | None = None) -> t.Value:
-        return emit(t.Elementwise(name, xs, t.with_dtype(x.type, dtype), attrs, loc))
-
-    def const(value, dtype: str = "f64") -> t.Value:
-        return emit(t.Constant(value, t.with_dtype(x.type, dtype), loc))
-
-    f = _F(op, const)
+    f = _F(*f64_math.builders(x, loc, emit))
     if opname == "math.powf":
         return pow(f, x, args[1])
     return _UNARY[opname](f, x)

@@ -46,15 +46,7 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
     if opname not in FUNCTIONS or not args or args[0].dtype != "f64":
         return None
     x = args[0]
-
-    def op(name: str, xs: list[t.Value], dtype: str = "f64", attrs: dict | None = None) -> t.Value:
-        return emit(t.Elementwise(name, xs, t.with_dtype(x.type, dtype), attrs, loc))
-
-    def const(value, dtype: str = "f64") -> t.Value:
-        # (A float whose repr has no '.' or 'e' would not parse as an MLIR float literal.)
-        assert dtype != "f64" or not math.isfinite(value) or "." in repr(float(value)), value
-        return emit(t.Constant(value, t.with_dtype(x.type, dtype), loc))
-
+    op, const = builders(x, loc, emit)
     if opname in f64_trig.FUNCTIONS:
         return f64_trig.expand(opname, x, op, const)
     if opname == "arith.remf":
@@ -63,6 +55,18 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
         return _atan2(x, args[1], op, const)
     return {"math.erf": _erf, "math.log2": _log2, "math.log10": _log10, "math.tanh": _tanh, "math.cbrt": _cbrt,
             "math.atan": _atan, "math.asin": _asin, "math.acos": _acos}[opname](x, op, const)
+
+
+def builders(like: t.Value, loc: str, emit: Callable[[t.Op], t.Value]):
+    """(op, const): an elementwise op of `like`'s shape (``op(name, operands, dtype="f64",
+    attrs=None)``) and a constant of that shape (``const(value, dtype="f64")``), each added by
+    `emit` at `loc`; the expansions here, in f64_trig, f64_exp_log and f32_trig build on them."""
+    def op(name: str, xs: list[t.Value], dtype: str = "f64", attrs: dict | None = None) -> t.Value:
+        return emit(t.Elementwise(name, xs, t.with_dtype(like.type, dtype), attrs, loc))
+
+    def const(value, dtype: str = "f64") -> t.Value:
+        return emit(t.Constant(value, t.with_dtype(like.type, dtype), loc))
+    return op, const
 
 
 def _int_ops(op, const):
