@@ -149,7 +149,7 @@ def test_dlpack_import_path_is_zero_copy_and_runs():
     # Devices that are not local import through DLPack (`from_dlpack_capsule`). Run that path
     # on the local-task device under another driver name.
     dev = runtime.get_device("local-task")
-    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64)
+    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64, dev.timeline)
     base = torch.rand(1000 + 16)
     x, y = base[16:], torch.rand(1000)
     out = torch.full((1000,), -1.0)
@@ -196,7 +196,7 @@ def test_from_numpy_tensors_that_are_only_16_byte_aligned_are_used_in_place(misa
 def test_dlpack_import_of_fp8_tensors():
     """IREE's DLPack import knows no fp8 types: fp8 tensors go through as bytes, retyped."""
     dev = runtime.get_device("local-task")
-    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64)
+    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64, dev.timeline)
     t = torch.arange(64, dtype=torch.float32).to(torch.float8_e5m2)
     bv = runtime.import_tensor(dl, t, "f8E5M2")
     assert int(bv.element_type) == int(runtime.rt.HalElementType.FLOAT_8_E5M2)

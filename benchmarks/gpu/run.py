@@ -11,6 +11,11 @@ launch runs (the CUDA profiler's record, median of 20 launches); the wall time o
 followed by a device synchronization (`_call`, median of 7 x 5); the wall time until a launch
 returns (`_return`, median of 7 x 20, synchronized between the trials only); and the wall time of
 100 back-to-back launches and one synchronization (`_100`, median of 5).
+
+Cases the pack has Vulkan modules for (`pack.py --target vulkan`) also run on IREE's vulkan
+driver, on CPU tensors as Vulkan launches take them (copied to the GPU and back), checked against
+torch on the CPU; benchmark cases are timed there as the wall time of an invocation on buffers
+already on the GPU (`vulkan`, median of 20: the kernels plus IREE's submission and wait, no copies).
 """
 from __future__ import annotations
 
@@ -23,10 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import iree.runtime as rt  # noqa: E402
 import torch  # noqa: E402
 
 from cases import CASES, specialization  # noqa: E402
-from triton_iree import aot  # noqa: E402
+from triton_iree import aot, runtime  # noqa: E402
+from triton_iree.copies import DeviceCopies  # noqa: E402
 
 
 def guards_intact(t: torch.Tensor) -> bool:
@@ -54,22 +61,62 @@ def compare(got, want, case) -> str | None:
     return None
 
 
-def fresh(case):
+def fresh(case, device="cuda"):
     torch.manual_seed(0)
-    a, ce = case.make("cuda")
+    a, ce = case.make(device)
     return a, ce
 
 
 class IreeModule:
     """A compiled module, launched the way users launch one: `triton_iree.aot.Launcher`."""
 
-    def __init__(self, vmfb: bytes, name: str, sig: dict):
+    def __init__(self, vmfb: bytes, name: str, sig: dict, target: str = "cuda"):
         names = list(sig)
         self.keep = [i for i, n in enumerate(names) if sig[n] != "constexpr"]
-        self.launcher = aot.Launcher(vmfb, name, {n: t for n, t in sig.items() if t != "constexpr"}, "cuda")
+        self.launcher = aot.Launcher(vmfb, name, {n: t for n, t in sig.items() if t != "constexpr"}, target)
 
     def launch(self, args, grid):
         self.launcher(*[args[i] for i in self.keep], grid=grid)
+
+    def invoke_ms(self, args, grid, n=20) -> float:
+        """Vulkan: wall milliseconds of one invocation on device buffers holding copies of
+        `args` (uploaded once), median of n."""
+        kernel, abi = self.launcher.kernel, self.launcher.abi
+        values = [args[i] for i in self.keep]
+        dev = kernel.dev
+        copies = runtime._vulkan_launch.copies = DeviceCopies(dev.device)
+        try:
+            spans = runtime.check_arguments(dev, abi, values, grid, kernel.name)
+            vm_args = runtime.build_arguments(dev, abi, values, grid, spans)
+            copies.uploaded()
+        finally:
+            runtime._vulkan_launch.copies = None
+        ctx = kernel.main
+        times = []
+        for _ in range(n + 1):
+            t0 = time.perf_counter()
+            ctx.context.invoke(ctx.function, vm_args, rt.VmVariantList(1))
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times[1:])
+
+
+def vulkan(case, entry, pack, sig, res) -> None:
+    """The case on IREE's vulkan driver (see the module docstring): res["vulkan"], and for a
+    benchmark case res["ms"]["vulkan"]."""
+    try:
+        a, _ = fresh(case, "cpu")
+        want = case.ref(a)
+        grid = case.grid(a)
+        m = IreeModule((pack / entry["vulkan"]).read_bytes(), entry["kernel"], sig, "vulkan")
+        b, _ = fresh(case, "cpu")
+        t0 = time.perf_counter()
+        m.launch(b, grid)
+        res["vulkan_first_launch_s"] = round(time.perf_counter() - t0, 3)
+        res["vulkan"] = compare([b[i] for i in case.outputs], want, case) or "ok"
+        if case.bench and res["vulkan"] == "ok":
+            res["ms"]["vulkan"] = m.invoke_ms(b, grid)
+    except Exception as e:
+        res["vulkan"] = f"{type(e).__name__}: {str(e)[:300]}"
 
 
 def ordered_with_torch(m, case, grid) -> str:
@@ -177,14 +224,20 @@ def main() -> None:
                 res["ms"][f"{mode}_return"] = wall_ms(fn, 7, 20, "outside")
                 res["ms"][f"{mode}_100"] = wall_ms(fn, 5, 100, "end") * 100
                 res["ms"][mode], res["kernels"][mode] = kernel_ms(fn)
+        if "vulkan" in entry:
+            res.setdefault("ms", {})
+            vulkan(case, entry, pack, sig, res)
+        elif "vulkan_error" in entry:
+            res["vulkan"] = entry["vulkan_error"]
+        if case.bench:
             work = case.flops or case.nbytes
             res["rate"] = {k: round(work / (v * 1e-3) / (1e12 if case.flops else 1e9), 1)
-                           for k, v in res["ms"].items() if k in launches}
+                           for k, v in res["ms"].items() if "_" not in k}
             res["rate_unit"] = "TFLOP/s" if case.flops else "GB/s"
         print(f"{case.name}: " + json.dumps(res), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-    for mode in ("native", "codegen"):
+    for mode in ("native", "codegen", "vulkan"):
         ran = [n for n in results if mode in manifest[n]]
         ok = [n for n in ran if results[n][mode] == "ok"]
         same = [n for n in ran if results[n].get(f"{mode}_bitwise_equal_to_triton")]

@@ -18,6 +18,12 @@ public function, named after the kernel. Its arguments (`Abi.slots`), in order:
 It returns every buffer the kernel writes, in parameter order, each tied to its argument
 (``iree.abi.output``), so callers that pass device buffers get in-place writes.
 
+CUDA modules are compiled with IREE's asynchronous execution model: each function takes a wait
+and a signal fence after its arguments and returns once its work is queued. Each also has a twin,
+`ordered_name(kernel)`, which orders its work with a torch stream on the GPU: it takes the
+kernel's arguments, then two i64 flags in device memory (``tensor<2xi64>``, written in place) and
+the launch's sequence number (i64), then the fences (`targets.cuda_streams`).
+
 `Abi` is built once per kernel: from the tile program on the compile side (`of_kernel`), from
 Triton's signature on the launch side (`of_signature`), extended there with what a kernel's
 metadata says instrumentation added (`Abi.extended`). The places that convert values across
@@ -49,6 +55,11 @@ POINTER_DTYPES = {name: mlir for name, (mlir, _) in POINTER_TYPES.items()}
 PRINT_SITES, PRINT_COUNTS, PRINT_CAPACITY = "print_sites", "print_counts", "print_capacity"
 # Checked mode's record buffer (see `checks`).
 CHECK_RECORDS = "checks"
+
+
+def ordered_name(kernel: str) -> str:
+    """The name of a CUDA module's function that orders the kernel's launch with a torch stream."""
+    return f"{kernel}$ordered"
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,7 @@ def _cmd_compile(args) -> None:
         if args.signature is not None or args.constexpr or args.native:
             raise SystemExit("triton-iree: error: --signature, --constexpr and --native are for FILE.py:KERNEL inputs")
         name, module, vmfb = "prepared", prepare(_read(args.input), _source_name(args.input)), None
+    module = target.finish_module(module)   # as iree-compile gets it
     if args.emit_mlir:
         _write(args.output, module)
         return

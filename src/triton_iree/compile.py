@@ -118,6 +118,7 @@ def build(module_text: str, target: Target, *, name: str = "kernel", extra: tupl
     started = time.perf_counter() if started is None else started
     # Extra iree-compile flags for experiments and tuning; part of the cache key like any flag.
     extra = (*extra, *env_flags())
+    module_text = target.finish_module(module_text)
     key = cache_key(module_text, target, extra)
     dump_module(dump_dir or f"{name}/{key[:SPEC_DIGITS]}", name, module_text, target, extra)
     cache = get_cache_manager(key) if use_cache else None

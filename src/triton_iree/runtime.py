@@ -12,6 +12,7 @@ thread (see `LoadedKernel.launch`); everything else runs on local-task's worker 
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import math
 import operator
@@ -23,7 +24,7 @@ import iree.runtime as rt
 from iree.runtime._binding import create_hal_driver
 
 from . import targets
-from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, extent_names
+from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, extent_names, ordered_name
 from .checks import RECORD_ENTRIES, RECORD_FIELDS
 from .compile import compile_module
 from .copies import DeviceCopies
@@ -50,8 +51,56 @@ class Device:
     hal_module: rt.VmModule
     memory: str
     alignment: int
+    timeline: "Timeline"
+    order: Any = None   # `Target.stream_order`'s, made at the first ordered launch
 
 
+class Timeline:
+    """The fences of a device's invocations of functions compiled with IREE's asynchronous
+    execution model (CUDA's): each waits for the previous one's signal, so IREE runs them in the
+    order they were made whatever it defers, and signals its own. `lock`: held while one is made."""
+
+    def __init__(self, device: rt.HalDevice):
+        self.device = device
+        self.lock = threading.RLock()
+        self.semaphore: rt.HalSemaphore | None = None   # made at the first invocation
+        self.value = 0
+
+    def invoke(self, context: rt.VmContext, function, args: rt.VmVariantList) -> rt.HalFence:
+        """Invokes `function` with `args` and its fences; returns the fence it signals when done."""
+        with self.lock:
+            if self.semaphore is None:
+                self.semaphore = self.device.create_semaphore(0)
+                _release_at_exit()
+            wait = rt.HalFence.create_at(self.semaphore, self.value)
+            signal = rt.HalFence.create_at(self.semaphore, self.value + 1)
+            args.push_ref(wait)
+            args.push_ref(signal)
+            try:
+                context.invoke(function, args, rt.VmVariantList(4))
+            except Exception:
+                # What failed may never signal: later invocations wait on a new timeline.
+                self.semaphore, self.value = self.device.create_semaphore(0), 0
+                raise
+            self.value += 1
+            return signal
+
+
+def _release_at_exit() -> None:
+    """Drops the HAL objects devices keep between launches (timelines, stream orders) before the
+    interpreter tears down: a HAL object that outlives its device crashes it at exit."""
+    global _release_registered
+    if not _release_registered:
+        _release_registered = True
+
+        def release() -> None:
+            for dev in _devices.values():
+                dev.timeline.semaphore = None
+                dev.order = None
+        atexit.register(release)
+
+
+_release_registered = False
 _devices: dict[str, Device] = {}
 _lock = threading.Lock()
 _instance: rt.VmInstance | None = None   # one VM instance for every device: a module loads once
@@ -89,7 +138,7 @@ def get_device(driver: str) -> Device:
                 raise LaunchError(f"IREE driver '{driver}' is not usable here: {e}") from None
             target = targets.for_driver(driver)
             dev = Device(driver, instance, device, rt.create_hal_module(instance, device), target.memory,
-                         target.import_alignment)
+                         target.import_alignment, Timeline(device))
             _devices[driver] = dev
         return dev
 
@@ -143,6 +192,10 @@ class _Context:
         self.function = module.lookup_function(name)
         if self.function is None:
             raise LaunchError(f"the compiled module has no function '{name}'", kernel=name)
+        # Compiled for IREE's asynchronous execution model (CUDA): the function takes fences, and
+        # its ordered twin (`abi.ordered_name`) runs it in order with torch's stream.
+        self.fenced = self.function.reflection.get("iree.abi.model") == "coarse-fences"
+        self.ordered = module.lookup_function(ordered_name(name)) if self.fenced else None
         # Result lists that host launches reuse (a new one costs ~0.3 us; an invoke empties the
         # list it is given first). Only on the host, where a result kept until the next launch is
         # a view of host memory holding no reference to its tensor (like `_host_views`' views);
@@ -205,6 +258,17 @@ class LoadedKernel:
             finally:
                 _vulkan_launch.copies = None
         args = build_arguments(ctx.dev, abi, values, grid, spans)   # targets.DEVICE
+        if ctx.ordered is not None:
+            dev = ctx.dev
+            if dev.order is None:
+                dev.order = targets.for_driver(dev.driver).stream_order(lambda t: import_tensor(dev, t, "i64"))
+            if dev.order is not None:
+                try:
+                    return dev.order.launch(ctx.context, ctx.ordered, args, dev.timeline)
+                except LaunchError as e:
+                    raise LaunchError(e.message, kernel=self.name) from None
+                except Exception as e:
+                    raise LaunchError(f"the IREE runtime failed to queue the launch: {e}", kernel=self.name) from None
         torch_stream_sync()
         self._invoke(ctx, args)
 
@@ -247,6 +311,9 @@ class LoadedKernel:
                     results = spare.pop()
                 except IndexError:   # another thread took the last one
                     pass
+            if ctx.fenced:   # the host waits for what it queued
+                ctx.dev.timeline.invoke(ctx.context, ctx.function, args).wait()
+                return
             if results is None:
                 results = rt.VmVariantList(1)
             ctx.context.invoke(ctx.function, args, results)

@@ -79,5 +79,19 @@ class Target(abc.ABC):
     def emit_options(self, num_warps: int = 4) -> "EmitOptions":
         """The emitter's choices for this target, for programs of `num_warps` warps."""
 
+    def finish_module(self, module_text: str) -> str:
+        """The input module as iree-compile gets it for this target: `module_text` (any module
+        triton-iree makes, the lowering's or native mode's) with what the target's runtime needs
+        besides; unchanged by default."""
+        return module_text
+
+    @classmethod
+    def stream_order(cls, import_tensor):
+        """What orders this driver's launches with torch's stream on the device (an object with
+        `launch(context, function, args, timeline)`; `import_tensor`: a torch tensor -> its HAL
+        buffer view), or None: then a launch waits for torch's stream first and returns when it
+        has finished."""
+        return None
+
     def prepare(self, kernel: "t.Kernel") -> None:
         """Target-specific rewrites of the tile program before emission; none by default."""

@@ -254,10 +254,21 @@ class Cuda(LlvmGpu):
         # IREE takes f32 math.sqrt from libdevice, whose __nv_sqrtf is sqrt.approx unless
         # __CUDA_PREC_SQRT is set: 1 ulp off, where Triton's sqrt_rn and libdevice.sqrt are
         # correctly rounded.
-        return (f"--iree-cuda-target={self.arch}", "--nvvm-reflect-add=__CUDA_PREC_SQRT=1")
+        # The asynchronous execution model: a launch returns once queued (`cuda_streams`).
+        return (f"--iree-cuda-target={self.arch}", "--nvvm-reflect-add=__CUDA_PREC_SQRT=1",
+                "--iree-execution-model=async-external")
 
     def tensor_cores(self) -> dict:
         return NV_MMA
+
+    def finish_module(self, module_text: str) -> str:
+        from .cuda_streams import ordered_functions
+        return ordered_functions(module_text)
+
+    @classmethod
+    def stream_order(cls, import_tensor):
+        from .cuda_streams import StreamOrder
+        return StreamOrder(import_tensor)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,244 @@
+"""Launches on CUDA ordered with torch's stream on the GPU, without the host waiting.
+
+IREE's CUDA driver runs a module's work on a stream of its own and offers no way to order it with
+another stream: it neither takes an external stream nor imports or exports CUDA events as
+semaphore timepoints (IREE 3.13: "timepoint import/export is not yet implemented"). So the two
+streams meet through two 64-bit flags in device memory, one pair per torch stream:
+
+- `ordered_functions` gives every public function `@k` of a CUDA module a twin `@k$ordered`
+  (`abi.ordered_name`) that takes, after k's arguments, the flags (a `tensor<2xi64>`, written in
+  place) and the launch's sequence number `seq` (i64). It runs three dispatches in stream order:
+  a one-thread kernel that spins until `flags[0] >= seq`, k's own work, and a one-thread kernel
+  that writes `flags[1] = seq` after a system-wide fence. The spin ties every buffer of k, and the
+  signal every buffer k returns, so IREE orders all of k's dispatches between them (in place: IREE
+  inserts no copies for this, its stream IR shows).
+- The module is compiled with IREE's asynchronous execution model (`--iree-execution-model=
+  async-external`): its functions take a wait and a signal fence and return once the work is
+  queued.
+- `StreamOrder.launch` queues, on torch's current stream, `flags[0] = seq` (after everything
+  torch queued before the launch) and, once IREE took the launch, a wait until `flags[1] >= seq`
+  (before anything torch queues after it): CUDA's stream memory operations
+  (`cuStreamWriteValue64`, `cuStreamWaitValue64`).
+
+The caller's thread never waits for the GPU, torch's work before a launch is finished before its
+kernel starts, and torch's work after it starts only once the kernel has finished, as with
+Triton's own launches on torch's stream.
+
+The flags' values only grow: the comparisons are of signed 64-bit differences, as CUDA's
+`CU_STREAM_WAIT_VALUE_GEQ` makes them.
+"""
+from __future__ import annotations
+
+import ctypes
+from ..abi import ordered_name
+from ..errors import LaunchError
+
+# The spin kernel's PTX: bindings first (each a .u64 pointer: the flags, then every buffer the
+# ordered function ties), then the sequence number as two 32-bit push constants, as IREE's CUDA
+# runtime passes them. `nanosleep` (sm_70 and later) keeps the spinning thread off the memory system.
+_PTX_HEADER = ".version 7.0\n.target sm_70\n.address_size 64\n"
+_WAIT_BODY = """\
+$L_spin:
+\tld.volatile.global.u64 %rd3, [%rd1];
+\tsub.s64 %rd4, %rd3, %rd2;
+\tsetp.ge.s64 %p1, %rd4, 0;
+\t@%p1 bra.uni $L_done;
+\tnanosleep.u32 256;
+\tbra.uni $L_spin;
+$L_done:
+\tfence.acq_rel.sys;"""
+_SIGNAL_BODY = """\
+\tfence.sc.sys;
+\tst.volatile.global.u64 [%rd1+8], %rd2;"""
+
+
+def _entry(name: str, bindings: int, body: str) -> str:
+    params = ",\n\t".join([f".param .u64 {name}_b{i}" for i in range(bindings)]
+                          + [f".param .u32 {name}_lo", f".param .u32 {name}_hi"])
+    return (f".visible .entry {name}(\n\t{params}\n)\n{{\n\t.reg .pred %p<2>;\n\t.reg .b32 %r<3>;\n"
+            f"\t.reg .b64 %rd<5>;\n\tld.param.u64 %rd1, [{name}_b0];\n\tcvta.to.global.u64 %rd1, %rd1;\n"
+            f"\tld.param.u32 %r1, [{name}_lo];\n\tld.param.u32 %r2, [{name}_hi];\n"
+            f"\tmov.b64 %rd2, {{%r1, %r2}};\n{body}\n\tret;\n}}\n")
+
+
+def _export(name: str, ordinal: int, bindings: int) -> str:
+    layout = ", ".join(["#hal.pipeline.binding<storage_buffer>"] * bindings)
+    return (f'    "hal.executable.export"() <{{sym_name = "{name}", sym_visibility = "public", ordinal = '
+            f"{ordinal} : index, layout = #hal.pipeline.layout<constants = 2, bindings = [{layout}]>, "
+            f"workgroup_size = [1 : index, 1 : index, 1 : index]}}> ({{\n"
+            f"    ^bb0(%device: !hal.device):\n      %c1 = arith.constant 1 : index\n"
+            f"      hal.return %c1, %c1, %c1 : index, index, index\n    }}, {{}}) : () -> ()\n")
+
+
+EXECUTABLE = "triton_iree_stream_order"
+
+
+def _executable(counts: list[tuple[str, int]]) -> str:
+    """The executable with one spin or signal export per (name, binding count)."""
+    ptx = _PTX_HEADER + "".join(_entry(n, b, _WAIT_BODY if n.startswith("wait") else _SIGNAL_BODY)
+                                for n, b in counts)
+    data = ptx.encode()
+    # Generic form: IREE 3.13 cannot parse `objects` in this op's custom form.
+    return (f'  "hal.executable.source"() <{{sym_name = "{EXECUTABLE}", sym_visibility = "private", objects = '
+            f'#hal.executable.objects<{{#hal.executable.target<"cuda", "cuda-nvptx-fb"> = [#hal.executable.object<'
+            f'{{data = dense<"0x{data.hex().upper()}"> : vector<{len(data)}xi8>}}>]}}>}}> ({{\n'
+            + "".join(_export(n, i, b) for i, (n, b) in enumerate(counts))
+            + '    "hal.executable.source_end"() : () -> ()\n  }) : () -> ()\n')
+
+
+def _wrapper(func, counts: dict[str, int]) -> str:
+    """The ordered twin of `func`; adds the spin and signal exports it dispatches to `counts`."""
+    from iree.compiler import ir
+    name = ir.StringAttr(func.attributes["sym_name"]).value
+    ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    inputs, results = [str(t) for t in ftype.inputs], [str(t) for t in ftype.results]
+    arg_attrs = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+    outputs: dict[int, int] = {}   # result number -> argument it is tied to
+    for i, a in enumerate(arg_attrs):
+        d = ir.DictAttr(a)
+        if "iree.abi.output" in d:
+            outputs[ir.IntegerAttr(d["iree.abi.output"]).value] = i
+    if sorted(outputs) != list(range(len(results))):
+        raise LaunchError(f"CUDA stream order: the results of '{name}' are not all tied to its arguments")
+    tensors = [i for i, t in enumerate(inputs) if t.startswith("tensor<")]
+    dims: dict[int, str] = {}
+    lines = ["    %c0 = arith.constant 0 : index", "    %c32 = arith.constant 32 : i64",
+             "    %lo = arith.trunci %seq : i64 to i32", "    %hi64 = arith.shrui %seq, %c32 : i64",
+             "    %hi = arith.trunci %hi64 : i64 to i32"]
+
+    def sized(v: str, i: int) -> str:
+        return f"{v}{{{dims[i]}}}" if i in dims else v
+
+    for i in tensors:
+        if inputs[i].startswith("tensor<?"):
+            dims[i] = f"%d{i}"
+            lines.append(f"    %d{i} = tensor.dim %a{i}, %c0 : {inputs[i]}")
+    wait, signal = f"wait_{len(tensors) + 1}", f"signal_{len(results) + 1}"
+    counts[wait], counts[signal] = len(tensors) + 1, len(results) + 1
+    flags = "tensor<2xi64>"
+    lines.append(f"    %w:{len(tensors) + 1} = flow.dispatch @{EXECUTABLE}::@{wait}(%lo, %hi, %flags, "
+                 f"{', '.join(f'%a{i}' for i in tensors)}) : (i32, i32, {flags}, "
+                 f"{', '.join(sized(inputs[i], i) for i in tensors)}) -> "
+                 f"(%flags, {', '.join(sized(f'%a{i}', i) for i in tensors)})")
+    after = {i: f"%w#{n + 1}" for n, i in enumerate(tensors)}
+    call_args = [after.get(i, f"%a{i}") for i in range(len(inputs))]
+    res = f"%r:{len(results)}" if len(results) > 1 else "%r"
+    rname = (lambda n: f"%r#{n}") if len(results) > 1 else (lambda n: "%r")
+    lines.append(f"    {res} = func.call @{name}({', '.join(call_args)}) : ({', '.join(inputs)}) -> "
+                 f"({', '.join(results)})")
+    tied = ", ".join(sized(rname(n), outputs[n]) for n in range(len(results)))
+    lines.append(f"    %s:{len(results) + 1} = flow.dispatch @{EXECUTABLE}::@{signal}(%lo, %hi, %w#0"
+                 f"{''.join(f', {rname(n)}' for n in range(len(results)))}) : (i32, i32, {flags}"
+                 f"{''.join(f', {sized(results[n], outputs[n])}' for n in range(len(results)))}) -> "
+                 f"(%w#0{', ' if results else ''}{tied})")
+    lines.append(f"    return {', '.join([f'%s#{n + 1}' for n in range(len(results))] + ['%s#0'])} : "
+                 f"{', '.join(results + [flags])}")
+    attrs = [f" {a}" if str(a) != "{}" else "" for a in arg_attrs] + [""] * (len(inputs) - len(arg_attrs))
+    params = [f"%a{i}: {t}{attrs[i]}" for i, t in enumerate(inputs)]
+    params += [f"%flags: {flags} {{iree.abi.output = {len(results)} : index}}", "%seq: i64"]
+    return (f"  func.func @\"{ordered_name(name)}\"({', '.join(params)}) -> ({', '.join(results + [flags])}) {{\n"
+            + "\n".join(lines) + "\n  }\n")
+
+
+def ordered_functions(module_text: str) -> str:
+    """`module_text` with the ordered twin of each public function and the executable they
+    dispatch (see the module docstring); a module that has them is returned as it is. They are
+    added as text at the end of the module's body and the result verified: IREE 3.13 prints
+    `hal.executable.object` in a form its parser rejects, so the module is not printed again."""
+    from iree.compiler import ir
+    from ..errors import invalid_module
+    with ir.Context(load_on_create_dialects=[]):
+        module = ir.Module.parse(module_text)
+        if EXECUTABLE in ir.SymbolTable(module.operation):
+            return module_text
+        funcs = [op.operation for op in module.body.operations
+                 if op.operation.name == "func.func" and "sym_visibility" not in op.operation.attributes]
+        counts: dict[str, int] = {}
+        twins = "".join(_wrapper(f, counts) for f in funcs)
+        end = module_text.rstrip().rfind("}")
+        text = module_text[:end] + _executable(sorted(counts.items())) + twins + module_text[end:]
+        try:
+            ir.Module.parse(text).operation.verify()
+        except ir.MLIRError as e:
+            raise invalid_module("CUDA stream-order module", text, e, "") from None
+        return text
+
+
+# --- the launch: torch's stream <-> IREE's, through the flags ---------------------------------
+
+_CU_STREAM_WAIT_VALUE_GEQ = 0
+_CU_STREAM_WRITE_VALUE_DEFAULT = 0   # preceded by a memory barrier: torch's earlier writes are visible
+
+
+class _Cuda:
+    """The two CUDA driver functions the order needs (libcuda, which torch has loaded)."""
+
+    def __init__(self):
+        lib = ctypes.CDLL("libcuda.so.1")
+        self.write = self._function(lib, "cuStreamWriteValue64")
+        self.wait = self._function(lib, "cuStreamWaitValue64")
+
+    @staticmethod
+    def _function(lib, name: str):
+        f = getattr(lib, f"{name}_v2", None) or getattr(lib, name)
+        f.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint]
+        f.restype = ctypes.c_int
+        return f
+
+    def check(self, status: int, what: str) -> None:
+        if status:
+            raise LaunchError(f"CUDA's {what} failed with error {status}; nothing ran")
+
+
+_cuda: _Cuda | None = None
+
+
+class _Flags:
+    """The flags of one torch stream: [what torch reached, what IREE finished], and the last
+    sequence number given out."""
+
+    def __init__(self, tensor, view):
+        self.tensor, self.view, self.seq = tensor, view, 0
+        self.address = tensor.data_ptr()
+
+
+class StreamOrder:
+    """Orders launches on one IREE CUDA device with torch's streams (see the module docstring)."""
+
+    def __init__(self, import_tensor):
+        global _cuda
+        if _cuda is None:
+            _cuda = _Cuda()
+        self.cuda = _cuda
+        self.import_tensor = import_tensor   # a torch CUDA tensor -> its HAL buffer view
+        self.streams: dict[int, _Flags] = {}
+
+    def _flags(self, stream) -> _Flags:
+        flags = self.streams.get(stream.cuda_stream)
+        if flags is None:
+            import torch
+            t = torch.zeros(2, dtype=torch.int64, device=stream.device)
+            torch.cuda.current_stream(stream.device).synchronize()   # zeroed before IREE reads it
+            flags = self.streams[stream.cuda_stream] = _Flags(t, self.import_tensor(t))
+        return flags
+
+    def launch(self, context, function, args, timeline) -> None:
+        """Invokes `function` (an ordered twin) with `args` (the kernel's arguments) ordered with
+        torch's current stream; `timeline` (`runtime.Timeline`) gives the invocation its fences."""
+        import torch
+        if torch.cuda.is_current_stream_capturing():
+            raise LaunchError("a launch while torch captures a CUDA graph is not supported: IREE's work "
+                              "cannot be captured; nothing ran")
+        stream = torch.cuda.current_stream()
+        with timeline.lock:
+            flags = self._flags(stream)
+            flags.seq += 1
+            seq = flags.seq
+            handle = ctypes.c_void_p(stream.cuda_stream)
+            self.cuda.check(self.cuda.write(handle, flags.address, seq, _CU_STREAM_WRITE_VALUE_DEFAULT),
+                            "cuStreamWriteValue64")
+            args.push_ref(flags.view)
+            args.push_int(seq)
+            signal = timeline.invoke(context, function, args)
+            if self.cuda.wait(handle, flags.address + 8, seq, _CU_STREAM_WAIT_VALUE_GEQ):
+                signal.wait()   # torch's stream could not be made to wait: the host waits instead

@@ -1,0 +1,173 @@
+"""CUDA launches ordered with torch's stream on the GPU (`targets.cuda_streams`).
+
+The module's part needs no GPU: every CUDA module gets an ordered twin of its function, whose
+work IREE runs as the spin, the kernel's dispatches and the signal, in that order, in place, and
+whose PTX assembles. The launch's part runs where torch and IREE both see a CUDA GPU."""
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from triton_iree import aot
+from triton_iree.kernels import add_kernel, softmax_kernel
+from triton_iree.targets import cuda_streams
+
+ADD = "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,n_elements=i32"
+
+
+def _module(native: bool) -> str:
+    k = aot.compile_kernel(add_kernel, ADD, {"BLOCK_SIZE": 1024}, target="cuda", vmfb=False, native=native,
+                           **({"arch": "sm_90"} if native else {}))
+    return k.module
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["codegen", "native"])
+def test_every_cuda_module_gets_an_ordered_twin(native):
+    text = cuda_streams.ordered_functions(_module(native))
+    twin = re.search(r'func\.func @"add_kernel\$ordered"\((.*?)\) -> \((.*?)\)', text)
+    assert twin is not None
+    params, results = twin.groups()
+    # The kernel's arguments, then the flags (written in place, the last result) and the sequence number.
+    outputs = results.count("tensor") - 1
+    assert params.startswith("%a0: tensor<?xf32>") and params.endswith(
+        f"%flags: tensor<2xi64> {{iree.abi.output = {outputs} : index}}, %seq: i64")
+    assert results.endswith("tensor<2xi64>")
+    assert cuda_streams.ordered_functions(text) == text
+
+
+def _stream_ir(tmp_path: Path, text: str) -> str:
+    from iree.compiler.tools.binaries import find_tool
+    src = tmp_path / "m.mlir"
+    src.write_text(text)
+    out = tmp_path / "m.stream.mlir"
+    subprocess.run([find_tool("iree-compile"), str(src), "--iree-hal-target-backends=cuda",
+                    "--iree-cuda-target=sm_80", "--iree-execution-model=async-external", "--compile-to=stream",
+                    "-o", str(out)], check=True, capture_output=True, timeout=300)
+    return out.read_text()
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["codegen", "native"])
+def test_spin_kernel_and_signal_run_in_order_in_place(native, tmp_path):
+    """IREE runs the twin as one command buffer: the spin, then the kernel, then the signal, each
+    after the one before (no concurrent region), on the caller's buffers (no copy, no clone)."""
+    ir = _stream_ir(tmp_path, cuda_streams.ordered_functions(_module(native)))
+    start = ir.index("util.func public @add_kernel$ordered(")
+    body = ir[start:ir.index("util.return", start)]
+    dispatches = re.findall(r"stream\.cmd\.dispatch @([\w$.]+)::@(\w+)", body)
+    assert [d[0] for d in dispatches] == ["triton_iree_stream_order", dispatches[1][0], "triton_iree_stream_order"]
+    assert dispatches[0][1].startswith("wait_") and dispatches[2][1].startswith("signal_")
+    assert body.count("stream.cmd.execute") == 1
+    for forbidden in ("stream.cmd.concurrent", "stream.cmd.copy", "stream.async.clone", "stream.resource.alloc"):
+        assert forbidden not in body, forbidden
+
+
+def test_ptx_assembles(tmp_path):
+    """The spin and signal kernels are valid PTX for the GPUs IREE's CUDA target covers."""
+    ptxas = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    if not ptxas.exists():
+        pytest.skip("Triton's wheel brings no ptxas here")
+    text = cuda_streams._PTX_HEADER + cuda_streams._entry("wait_3", 3, cuda_streams._WAIT_BODY) + \
+        cuda_streams._entry("signal_2", 2, cuda_streams._SIGNAL_BODY)
+    (tmp_path / "k.ptx").write_text(text)
+    for arch in ("sm_80", "sm_90"):
+        r = subprocess.run([str(ptxas), f"--gpu-name={arch}", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.o")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+
+# --- on a GPU ---------------------------------------------------------------------------------
+
+def _iree_cuda():
+    if not torch.cuda.is_available():
+        return False
+    try:
+        from triton_iree import runtime
+        runtime.get_device("cuda")
+        return True
+    except Exception:
+        return False
+
+
+gpu = pytest.mark.skipif(not _iree_cuda(), reason="needs a CUDA GPU that torch and IREE's cuda driver both see")
+
+
+@pytest.fixture(scope="module")
+def add():
+    return aot.Launcher(aot.compile_kernel(add_kernel, ADD, {"BLOCK_SIZE": 1024}, target="cuda").vmfb,
+                        "add_kernel", ADD, "cuda")
+
+
+def _busy():
+    torch.cuda._sleep(100_000_000)   # keeps torch's stream busy for tens of milliseconds
+
+
+@gpu
+def test_launch_returns_before_its_kernel_ran_and_torch_sees_its_result(add):
+    n = 1_000_003
+    x, y, out = torch.rand(n, device="cuda"), torch.rand(n, device="cuda"), torch.zeros(n, device="cuda")
+    torch.cuda.synchronize()
+    _busy()
+    x.add_(1.0)                       # queued behind the sleep: the launch must see it
+    add(x, y, out, n, grid=((n + 1023) // 1024,))
+    assert not torch.cuda.current_stream().query()   # returned while torch's stream is still busy
+    got = out.clone()                 # queued on torch's stream after the launch: sees its result
+    torch.testing.assert_close(got, x + y, rtol=0, atol=0)
+
+
+@gpu
+def test_back_to_back_launches_see_each_other(add):
+    n = 4097
+    x, acc = torch.rand(n, device="cuda"), torch.zeros(n, device="cuda")
+    _busy()
+    for _ in range(50):
+        add(acc, x, acc, n, grid=((n + 1023) // 1024,))
+    want = torch.zeros(n, device="cuda")
+    for _ in range(50):
+        want += x
+    torch.testing.assert_close(acc, want, rtol=0, atol=0)
+
+
+@gpu
+def test_torch_writes_after_a_launch_wait_for_its_reads(add):
+    n = 1 << 20
+    x, y, out = torch.rand(n, device="cuda"), torch.rand(n, device="cuda"), torch.empty(n, device="cuda")
+    want = x + y
+    _busy()
+    add(x, y, out, n, grid=(n // 1024,))
+    x.zero_()                         # must not run before the kernel read x
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+@gpu
+def test_launches_on_other_streams_follow_their_own_stream(add):
+    n = 70_001
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    outs = []
+    for s in (s1, s2, s1):
+        with torch.cuda.stream(s):
+            x, y, out = torch.rand(n, device="cuda"), torch.rand(n, device="cuda"), torch.zeros(n, device="cuda")
+            _busy()
+            add(x, y, out, n, grid=((n + 1023) // 1024,))
+            outs.append((out.clone(), x + y))   # on stream s, after the launch
+    torch.cuda.synchronize()
+    for got, want in outs:
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@gpu
+def test_jit_launches_are_ordered_too():
+    import triton
+    import triton_iree
+    triton_iree.activate(target="cuda")
+    try:
+        rows, cols = 37, 781
+        x = torch.randn(rows, cols, device="cuda")
+        out = torch.empty_like(x)
+        _busy()
+        x.mul_(2.0)
+        softmax_kernel[(rows,)](out, x, x.stride(0), out.stride(0), rows, cols, BLOCK_SIZE=1024)
+        torch.testing.assert_close(out, torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)
+    finally:
+        triton.runtime.driver.reset_active()
