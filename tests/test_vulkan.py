@@ -554,9 +554,12 @@ def test_fp16_arithmetic_and_a_sum_per_program(n):
     run(x, y, out, sums, n, grid=(triton.cdiv(n, 128),))
     z = x * 3 + y / 7 - x * y                       # each op rounded to fp16, as the kernel does
     torch.testing.assert_close(out, z, atol=2e-3, rtol=2e-3)
-    want = torch.zeros(triton.cdiv(n, 128) * 128)
-    want[:n] = z.float()
-    torch.testing.assert_close(sums, want.view(-1, 128).sum(1), atol=2e-2, rtol=1e-3)
+    # Each z the sums add may differ from torch's by about an fp16 ulp (a Vulkan driver may
+    # round a division to 2.5 ulp; lavapipe keeps some fp16 results in f32 precision), and 128
+    # of them add up: allowed per block, 1 ulp (2^-10 relative) of each element's |z|.
+    want, ulps = torch.zeros(triton.cdiv(n, 128) * 128), torch.zeros(triton.cdiv(n, 128) * 128)
+    want[:n], ulps[:n] = z.float(), z.float().abs() * 2 ** -10
+    assert ((sums - want.view(-1, 128).sum(1)).abs() <= ulps.view(-1, 128).sum(1) + 1e-4).all()
     assert untouched(whole, out) and untouched(swhole, sums)
 
 
