@@ -1004,3 +1004,56 @@ def test_dot_scaled_with_e4m3_scales_compiles_for_cuda(tmp_path):
     sig = {"a_ptr": "*u8", "sa_ptr": "*fp8e4nv", "b_ptr": "*u8", "sb_ptr": "*fp8e4nv", "c_ptr": "*fp32"}
     text = _module(_DS.nvfp4_kernel, sig, {"M": 16, "N": 32, "K": 64}, 4)
     assert '"nvvm.maxntid"="128,1,1"' in _llvm_ir(text, tmp_path)
+
+
+def _vulkan_spirv(text, arch, tmp_path) -> str:
+    """The SPIR-V (MLIR's spirv dialect) of the module's one dispatch, compiled for IREE's
+    vulkan target `arch`; the compile must finish within a minute (IREE's own configuration of
+    softmax's 8192-element rows ran for more than 27 minutes)."""
+    src, dump = tmp_path / "m.mlir", tmp_path / "dump"
+    src.write_text(text)
+    r = subprocess.run([find_tool("iree-compile"), str(src), "--iree-hal-target-backends=vulkan-spirv",
+                        f"--iree-vulkan-target={arch}", *COMMON_FLAGS, "-o", str(tmp_path / "m.vmfb"),
+                        f"--iree-hal-dump-executable-files-to={dump}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    spirv = list(dump.glob("*.spirv.mlir"))
+    assert len(spirv) == 1, spirv
+    return spirv[0].read_text()
+
+
+@pytest.mark.parametrize("arch, block, warps, threads, subgroup", [
+    ("ampere", 8192, 16, 512, 32),    # the benchmark's softmax: num_warps subgroups of 32
+    ("ampere", 1024, 4, 128, 32),
+    ("llvmpipe", 1024, 4, 64, 8)])    # lavapipe: at most 8 subgroups of 8 (one reduction across them)
+def test_a_vulkan_softmax_row_is_reduced_with_subgroup_operations(arch, block, warps, threads, subgroup, tmp_path):
+    text = aot.compile_kernel(K.softmax_kernel, SOFTMAX_SIG, {"BLOCK_SIZE": block}, target="vulkan", arch=arch,
+                              vmfb=False, num_warps=warps).module
+    ops = module_ops(text)
+    infos = [a["compilation_info"] for _, a in ops if "compilation_info" in a]
+    assert len(infos) == 1
+    for field in ("#iree_gpu.spirv_pipeline<SubgroupReduce>", f"workgroup_size = [{threads}, 1, 1]",
+                  f"subgroup_size = {subgroup}", f"tile_sizes = [[], [{block}]]"):
+        assert field in infos[0], infos[0]
+    # Every linalg op of the row carries the same tile sizes; the reductions' scalars are read
+    # as 0-d vectors (a tensor.extract stopped the distribution over the threads).
+    configs = [a.get("lowering_config") or a["compilation_info"] for name, a in ops
+               if name in ("linalg.generic", "linalg.fill", "linalg.copy")]
+    assert len(configs) == 6 and all(f"tile_sizes = [[], [{block}]]" in c for c in configs)
+    assert not [name for name, _ in ops if name == "tensor.extract"]
+    assert sum(name == "vector.extract" for name, _ in ops) == 2
+    spirv = _vulkan_spirv(text, arch, tmp_path)
+    assert f"gpu.known_block_size = array<i32: {threads}, 1, 1>" in spirv
+    # The max and the sum: each thread's part, then across each subgroup, then across subgroups.
+    assert "spirv.GroupNonUniformFMax <Subgroup> <Reduce>" in spirv
+    assert "spirv.GroupNonUniformFAdd <Subgroup> <Reduce>" in spirv
+
+
+def test_a_vulkan_layer_norm_keeps_one_thread_per_workgroup(tmp_path):
+    """Its `tl.where(cols < N, ..)` computes with a tile of indices, which IREE's SPIR-V
+    SubgroupReduce pipeline does not spread over the threads: not a row program on Vulkan."""
+    text = aot.compile_kernel(K.layer_norm_fwd_kernel, LAYER_NORM_SIG, {"BLOCK_SIZE": 1024}, target="vulkan",
+                              arch="ampere", vmfb=False, num_warps=8).module
+    infos = [a["compilation_info"] for _, a in module_ops(text) if "compilation_info" in a]
+    assert len(infos) == 1 and "BaseDistribute" in infos[0] and "workgroup_size = [1, 1, 1]" in infos[0]
+    assert "gpu.known_block_size = array<i32: 1, 1, 1>" in _vulkan_spirv(text, "ampere", tmp_path)

@@ -88,9 +88,10 @@ def _choose(ops: list[_LinalgOp], options: EmitOptions, row_length: Optional[int
         # much slower (softmax) or does not compile (layer norm).
         # The copies before stores (`_store_copy`) are for dispatches the lowering
         # configures; IREE's own configuration does without them.
-        if row_length is not None:
-            attrs = gpu.row_reduction_configs(ops, row_length) or attrs
-        if gpu.spirv:
+        row = gpu.row_reduction_configs(ops, row_length) if row_length is not None else None
+        if row is not None:
+            attrs = row
+        elif gpu.spirv:
             attrs = gpu.spirv_serial_reduction(ops) or attrs
         return attrs, True
     if mma:

@@ -182,7 +182,10 @@ class ModuleEmitter(EmitterBase):
         slab fits the buffer read it in place (`_slab_load`). On GPUs only tensor-core programs
         (`GpuTiling.mma_program`) and row programs (`GpuTiling.row_length`) have one: there
         unmasked tiles are read and written 16 bytes at a time, masked ones element by element
-        (LLVM's NVPTX backend splits a masked vector load into element loads).
+        (LLVM's NVPTX backend splits a masked vector load into element loads). Not Vulkan's row
+        programs: IREE's SPIR-V SubgroupReduce pipeline failed on the two versions ('memref.alloc'
+        op unexpected allocation without upper bound shapes, for the masked store's slice), and
+        it reads storage buffers element by element either way.
         """
         plan = self.facts.plan
         gpu = self.options.gpu_tiling
@@ -191,7 +194,8 @@ class ModuleEmitter(EmitterBase):
         self.slab_able = {} if gpu is not None and gpu.narrow_vectors else \
             {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
-        if not plan and not slabs or not (self.options.full_tiles or self.gpu_mma or self.gpu_row_length):
+        full = self.options.full_tiles or self.gpu_mma or self.gpu_row_length and not self.spirv_rows
+        if not plan and not slabs or not full:
             self._block(self.k.body)
             return
         for op in self.k.body.ops:

@@ -61,6 +61,12 @@ class SpirvTilingPolicy(GpuTilingPolicy, Protocol):
     def spirv_lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         """The root's tile sizes, which the ops of its rank carry too."""
 
+    def row_length(self, kernel) -> Optional[int]:
+        """n, where the program is a row program of n-element rows; None otherwise."""
+
+    def row_reduction_configs(self, ops, n: int) -> Optional[list[str]]:
+        """The attributes of a row program's linalg ops (SubgroupReduce); None: not configured."""
+
     def spirv_serial_reduction(self, ops) -> Optional[list[str]]:
         """The attributes of a dispatch reduced on one thread; None to keep IREE's configuration."""
 

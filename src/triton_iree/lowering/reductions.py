@@ -213,7 +213,17 @@ class ReductionEmitter(EmitterBase):
                 self.bind(("t", r.id), _Tensor(name, tuple(range(len(r.shape))), ty.mlir()))
             else:
                 s = self.fresh("x")
-                self.w(f"{s} = tensor.extract {name}[] : {ty.mlir()}")
+                if self.spirv_rows:
+                    # Read as a 0-d vector: IREE's SPIR-V SubgroupReduce pipeline forwards it from
+                    # the reduction's vector. A tensor.extract became a load from workgroup
+                    # memory, which stopped the distribution over the threads: the whole
+                    # program then ran on the first thread, its tiles as SPIR-V vectors of
+                    # the row's length (softmax of 8192 did not compile in 27 minutes).
+                    v = self.fresh("xv")
+                    self.w(f"{v} = vector.transfer_read {name}[], {self.const(0, ty.dtype)} : {ty.mlir()}, vector<{ty.dtype}>")
+                    self.w(f"{s} = vector.extract {v}[] : {ty.dtype} from vector<{ty.dtype}>")
+                else:
+                    self.w(f"{s} = tensor.extract {name}[] : {ty.mlir()}")
                 self.bind(("s", r.id), s)
 
     def _combine(self, body: _Body, block: t.Block, lhs: list[str], rhs: list[str]) -> list[str]:

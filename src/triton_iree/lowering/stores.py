@@ -154,8 +154,9 @@ class StoreEmitter(MemoryEmitter):
     def _gpu_map_store(self, value: t.Value) -> bool:
         """A masked 1-D store of a tile computed from a reduction to a scalar, on LLVMGPU targets
         (not in kernel loops, except in row programs): see `_map_store`. (Not on Vulkan: not
-        tried there.)"""
-        return (self.gpu_row_length is not None or self.llvmgpu and self.gpu_whole_reductions and not self.loop_depth) \
+        tried there; IREE's SPIR-V SubgroupReduce pipeline, which Vulkan's row programs take, fails
+        to legalize a map_store.)"""
+        return self.llvmgpu and (self.gpu_row_length is not None or self.gpu_whole_reductions and not self.loop_depth) \
             and _after_whole_reduction(value)
 
     def _map_store(self, p: t.Param, acc, active: list[int], rty: t.TileType, val: str,

@@ -53,6 +53,12 @@ def _bytes(dtype: str) -> int:
     return max(1, t.bitwidth(dtype) // 8) if dtype in t.INT_TYPES + t.FLOAT_TYPES else 8
 
 
+def _tiles_in_loop(op: t.Op) -> bool:
+    """Whether `op` is a kernel loop whose body computes tiles."""
+    return isinstance(op, (t.For, t.While)) and any(
+        r.is_tile for region in op.regions() for o in region.ops for r in o.results)
+
+
 @dataclass
 class _Tensor:
     """A materialized tile: an SSA tensor over some of the value's dims (the others are size 1
@@ -154,7 +160,18 @@ class EmitterBase():
             isinstance(op, t.Reduce) and op.to_scalar and
             not (self.llvmgpu and (closed_form_reduce(op) or gpu.reduced_on_one_thread(op) or self.gpu_scatters))
             for op in kernel.walk())
-        self.gpu_row_length = gpu.row_length(kernel) if self.llvmgpu else None
+        self.gpu_row_length = gpu.row_length(kernel) if gpu is not None else None
+        if self.spirv and (any(isinstance(op, t.MakeRange) and op.result.id in facts.live for op in kernel.walk()) or
+                           any(_tiles_in_loop(op) for op in kernel.walk())):
+            # Vulkan: not where a tile of indices is computed with (`tl.where(cols < n, ..)` in
+            # layer norm): its linalg.index becomes a vector.step, which IREE's SPIR-V
+            # SubgroupReduce pipeline does not spread over the threads (the loop computing it
+            # then ran on the first thread, on vectors of the row's length: 'failed to legalize
+            # operation arith.constant'). Nor with tiles in kernel loops: their masked stores
+            # failed to bufferize there ('unexpected allocation without upper bound shapes').
+            self.gpu_row_length = None
+        # A Vulkan row program: IREE's SPIR-V SubgroupReduce pipeline (`SpirvTiling.row_reduction_configs`).
+        self.spirv_rows = self.spirv and self.gpu_row_length is not None
         # A tl.dot program on tensor cores (`GpuTiling.mma_program`): {id(dot): its plan}.
         self.gpu_mma = gpu.mma_program(kernel) if self.llvmgpu else None
         # A program with a part on one thread (`_on_one_thread`) reads its 2-D tiles element by

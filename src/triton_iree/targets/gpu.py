@@ -13,8 +13,10 @@ workgroup's threads: IREE's LLVMGPU TileAndFuse pipeline on CUDA and HIP, the SP
 BaseDistribute pipeline on Vulkan (which refuses LLVMGPU pipelines). A dispatch that reduces a
 tile to a scalar has no parallel loop to split, so IREE never re-tiles it onto the program id; on
 CUDA and HIP a row program (`row_length`) gets IREE's vector distribution of reductions
-configured here (`row_reduction_configs`), on Vulkan one with linalg ops in kernel loops one
-thread per workgroup (`SpirvTiling.spirv_serial_reduction`), other such dispatches IREE's own configuration.
+configured here (`row_reduction_configs`), on Vulkan IREE's SPIR-V SubgroupReduce pipeline
+configured here (`SpirvTiling.row_reduction_configs`); on Vulkan other such dispatches with linalg
+ops in kernel loops get one thread per workgroup (`SpirvTiling.spirv_serial_reduction`), the
+rest IREE's own configuration.
 
 The emitted form differs from the CPU's where IREE would otherwise drop or replace that
 configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
@@ -43,12 +45,18 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
+from .. import tile as t
+from ..analysis import closed_form_reduce
 from .base import Target
 
 if TYPE_CHECKING:
     from ..lowering.options import EmitOptions
+
+
+# Elements a thread of a row program reads at once (16 bytes of f32), as in Triton's layouts.
+ROW_VECTOR = 4
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,23 @@ class GpuTiling:
             tiles[d] = per
             threads = max(1, threads // max(1, loops[d] // per))
         return tiles
+
+    def row_length(self, kernel) -> Optional[int]:
+        """n, where the program is a row program: it reduces 1-D tiles to scalars and all its
+        tiles are 1-D of n elements, n a multiple of ROW_VECTOR x threads (softmax, layer norm).
+        Such dispatches get the subclass' `row_reduction_configs`. None otherwise. (On CUDA and
+        HIP a reduction of a uniform tile is computed in closed form, no linalg op: it does not
+        count.)"""
+        lengths, reduces = set(), False
+        for op in kernel.walk():
+            reduces |= isinstance(op, t.Reduce) and op.to_scalar and not (self.llvmgpu and closed_form_reduce(op))
+            lengths.update(r.shape for r in op.results if r.is_tile)
+        if not reduces or len(lengths) != 1:
+            return None
+        shape, = lengths
+        if len(shape) != 1 or shape[0] % (ROW_VECTOR * self.threads):
+            return None
+        return shape[0]
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from .. import tile as t
-from ..analysis import closed_form_reduce
-from .gpu import Gpu, GpuTiling
-
-# Elements a thread of a row program reads at once (16 bytes of f32), as in Triton's layouts.
-ROW_VECTOR = 4
+from .gpu import ROW_VECTOR, Gpu, GpuTiling
 
 # Tensor-core instructions IREE's CUDA target offers from sm_80 on, by (operand, accumulator)
 # element type, with their M x N x K shape.
@@ -47,21 +43,6 @@ class LlvmGpuTiling(GpuTiling):
         return (f"#iree_codegen.compilation_info<lowering_config = {self.lowering_config(loops, iterators)}, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = #iree_gpu.pipeline<TileAndFuse> "
                 f"workgroup_size = [{self.threads}, 1, 1] subgroup_size = {self.subgroup_size}>>")
-
-    def row_length(self, kernel) -> Optional[int]:
-        """n, where the program is a row program: it reduces 1-D tiles to scalars and all its
-        tiles are 1-D of n elements, n a multiple of ROW_VECTOR x threads (softmax, layer norm).
-        Such dispatches get `row_reduction_configs`. None otherwise."""
-        lengths, reduces = set(), False
-        for op in kernel.walk():
-            reduces |= isinstance(op, t.Reduce) and op.to_scalar and not closed_form_reduce(op)
-            lengths.update(r.shape for r in op.results if r.is_tile)
-        if not reduces or len(lengths) != 1:
-            return None
-        shape, = lengths
-        if len(shape) != 1 or shape[0] % (ROW_VECTOR * self.threads):
-            return None
-        return shape[0]
 
     def row_reduction_configs(self, ops, n: int) -> Optional[list[str]]:
         """The attributes of a row program's linalg ops (`row_length`): IREE's vector distribution

@@ -15,13 +15,16 @@ from typing import ClassVar, Optional
 
 from .. import f64_exp_log, tile as t
 from .base import COPIED
-from .gpu import Gpu, GpuTiling
+from .gpu import ROW_VECTOR, Gpu, GpuTiling
 
 
 @dataclass(frozen=True)
 class SpirvTiling(GpuTiling):
     """The configuration of a dispatch for IREE's SPIR-V BaseDistribute pipeline."""
     narrow_vectors: bool = True   # see `lowering.options.GpuTilingPolicy`
+    # The device's subgroup (SPIR-V's, a warp on NVIDIA): 32 on NVIDIA GPUs, 8 on lavapipe.
+    # Triton's warps stay 32 threads (`threads`); this sizes the subgroup reductions.
+    device_subgroup: int = 32
 
     llvmgpu: ClassVar[bool] = False
     spirv: ClassVar[bool] = True
@@ -40,6 +43,49 @@ class SpirvTiling(GpuTiling):
         return (f"#iree_codegen.compilation_info<lowering_config = {self.spirv_lowering_config(loops, iterators)}, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = "
                 f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads}, 1, 1]>>")
+
+    @property
+    def row_threads(self) -> int:
+        """The threads of a row program's workgroup: Triton's 32 x num_warps, at most the
+        square of the device's subgroup: IREE reduces across subgroups with one subgroup
+        reduction of the subgroups' results (64 threads on lavapipe's subgroups of 8)."""
+        return min(self.threads, self.device_subgroup * self.device_subgroup)
+
+    def row_length(self, kernel) -> Optional[int]:
+        """As on CUDA, with `row_threads`, and where every reduction to a scalar gives 16- or
+        32-bit values: IREE distributes reductions of those only (a sum of booleans failed to
+        compile: 'vector.transfer_read' op requires the bitwidth of the minor 1-D vector to be
+        an integral multiple of the bitwidth of the source element type)."""
+        n = super().row_length(kernel)
+        if n is None or n % (ROW_VECTOR * self.row_threads):
+            return None
+        if any(isinstance(op, t.Reduce) and op.to_scalar and any(t.bitwidth(r.dtype) not in (16, 32) for r in op.results)
+               for op in kernel.walk()):
+            return None
+        return n
+
+    def row_reduction_configs(self, ops, n: int) -> Optional[list[str]]:
+        """The attributes of a row program's linalg ops (`row_length`): IREE's SPIR-V
+        SubgroupReduce pipeline with `row_threads` threads (num_warps subgroups of 32 on NVIDIA).
+        It vectorizes each op of the row whole and spreads its vectors over the threads, each
+        thread taking ROW_VECTOR x (n / (ROW_VECTOR x threads)) consecutive elements,
+        and reduces each thread's part, then across each subgroup (subgroup operations), then
+        across the subgroups through workgroup memory. Every linalg op carries the same tile
+        sizes (none per workgroup, the whole row per reduction step), as IREE's own
+        configuration of that pipeline does; the last reduction to a scalar is the root. None
+        where an op is not of the row's length (a reduction seeded with its first element,
+        argmax, reduces n - 1)."""
+        row = [i for i, o in enumerate(ops) if o.kind == "generic"]
+        whole = [i for i in row if "parallel" not in ops[i].iterators]
+        if not whole or any(ops[i].loops != (n,) for i in row):
+            return None
+        cfg = f"#iree_codegen.lowering_config<tile_sizes = [[], [{n}]]>"
+        attrs = [f"lowering_config = {cfg}" if o.kind in ("generic", "fill", "copy") else "" for o in ops]
+        attrs[whole[-1]] = (f"compilation_info = #iree_codegen.compilation_info<lowering_config = {cfg}, "
+                            f"translation_info = #iree_codegen.translation_info<pipeline = "
+                            f"#iree_gpu.spirv_pipeline<SubgroupReduce> workgroup_size = [{self.row_threads}, 1, 1] "
+                            f"subgroup_size = {self.device_subgroup}>>")
+        return attrs
 
     def spirv_serial_reduction(self, ops) -> Optional[list[str]]:
         """A dispatch that reduces a tile to a scalar and has linalg ops in kernel loops
@@ -81,7 +127,13 @@ class Vulkan(Gpu):
         return (f"--iree-vulkan-target={self.arch}",)
 
     def tiling(self, num_warps: int) -> SpirvTiling:
-        return SpirvTiling(num_warps=num_warps, subgroup_size=32, narrow_vectors=self.narrow_vectors)
+        return SpirvTiling(num_warps=num_warps, subgroup_size=32, narrow_vectors=self.narrow_vectors,
+                           device_subgroup=self.device_subgroup)
+
+    @property
+    def device_subgroup(self) -> int:
+        """The subgroup size of IREE's target for the arch (lavapipe's is 8)."""
+        return 8 if self.arch == "llvmpipe" else 32
 
     def prepare(self, kernel: t.Kernel) -> None:
         # SPIR-V's GLSL.std.450 has no f64 Exp, Log, Exp2, Log2 or Pow: f64 exp, log and the
