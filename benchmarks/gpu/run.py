@@ -172,6 +172,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("pack")
     p.add_argument("--json")
+    p.add_argument("--only", nargs="*", help="the cases to run (default: all the pack has)")
+    p.add_argument("--vulkan", nargs="*", help="the cases to run on Vulkan too (default: all the pack has "
+                                                "Vulkan modules for)")
     args = p.parse_args()
     pack = Path(args.pack)
     manifest = json.loads((pack / "manifest.json").read_text())
@@ -179,8 +182,10 @@ def main() -> None:
     results = {}
     for case in CASES:
         entry = manifest.get(case.name)
-        if entry is None:
+        if entry is None or args.only and case.name not in args.only:
             continue
+        if args.vulkan is not None and case.name not in args.vulkan:
+            entry = {k: v for k, v in entry.items() if not k.startswith("vulkan")}
         res = results[case.name] = {}
         a, ce = fresh(case)
         sig, _, _ = specialization(case.fn, a, ce)
