@@ -11,27 +11,40 @@ import pytest
 import torch
 
 from triton_iree import aot
-from triton_iree.kernels import add_kernel, softmax_kernel
+from triton_iree.kernels import add_kernel, layer_norm_fwd_kernel, matmul_kernel, softmax_kernel
 from triton_iree.targets import cuda_streams
 
 ADD = "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,n_elements=i32"
+LAYER_NORM = "X=*fp32,Y=*fp32,W=*fp32,B=*fp32,Mean=*fp32,Rstd=*fp32,stride=i32,N=i32,eps=fp32"
+MATMUL = ("a_ptr=*fp16:16,b_ptr=*fp16:16,c_ptr=*fp32:16,M=i32,N=i32,K=i32,stride_am=i32,stride_ak=i32,"
+          "stride_bk=i32,stride_bn=i32,stride_cm=i32,stride_cn=i32")
+# (kernel, signature, constexprs, native): one dispatch; native mode; three outputs; a tensor-core
+# program, whose full and masked tiles are two dispatches.
+MODULES = {
+    "add": (add_kernel, ADD, {"BLOCK_SIZE": 1024}, False),
+    "add-native": (add_kernel, ADD, {"BLOCK_SIZE": 1024}, True),
+    "layer-norm": (layer_norm_fwd_kernel, LAYER_NORM, {"BLOCK_SIZE": 1024}, False),
+    "matmul-fp16": (matmul_kernel, MATMUL, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, False),
+}
 
 
-def _module(native: bool) -> str:
-    k = aot.compile_kernel(add_kernel, ADD, {"BLOCK_SIZE": 1024}, target="cuda", vmfb=False, native=native,
+def _module(case: str) -> tuple[str, str]:
+    fn, sig, constexprs, native = MODULES[case]
+    k = aot.compile_kernel(fn, sig, constexprs, target="cuda", vmfb=False, native=native,
                            **({"arch": "sm_90"} if native else {}))
-    return k.module
+    return k.name, k.module
 
 
-@pytest.mark.parametrize("native", [False, True], ids=["codegen", "native"])
-def test_every_cuda_module_gets_an_ordered_twin(native):
-    text = cuda_streams.ordered_functions(_module(native))
-    twin = re.search(r'func\.func @"add_kernel\$ordered"\((.*?)\) -> \((.*?)\)', text)
+@pytest.mark.parametrize("case", MODULES)
+def test_every_cuda_module_gets_an_ordered_twin(case):
+    name, module = _module(case)
+    text = cuda_streams.ordered_functions(module)
+    twin = re.search(r'func\.func @"%s\$ordered"\((.*?)\) -> \((.*?)\)' % name, text)
     assert twin is not None
     params, results = twin.groups()
     # The kernel's arguments, then the flags (written in place, the last result) and the sequence number.
     outputs = results.count("tensor") - 1
-    assert params.startswith("%a0: tensor<?xf32>") and params.endswith(
+    assert params.startswith("%a0: tensor<?x") and params.endswith(
         f"%flags: tensor<2xi64> {{iree.abi.output = {outputs} : index}}, %seq: i64")
     assert results.endswith("tensor<2xi64>")
     assert cuda_streams.ordered_functions(text) == text
@@ -48,16 +61,20 @@ def _stream_ir(tmp_path: Path, text: str) -> str:
     return out.read_text()
 
 
-@pytest.mark.parametrize("native", [False, True], ids=["codegen", "native"])
-def test_spin_kernel_and_signal_run_in_order_in_place(native, tmp_path):
-    """IREE runs the twin as one command buffer: the spin, then the kernel, then the signal, each
-    after the one before (no concurrent region), on the caller's buffers (no copy, no clone)."""
-    ir = _stream_ir(tmp_path, cuda_streams.ordered_functions(_module(native)))
-    start = ir.index("util.func public @add_kernel$ordered(")
+@pytest.mark.parametrize("case", MODULES)
+def test_spin_kernel_and_signal_run_in_order_in_place(case, tmp_path):
+    """IREE runs the twin as one command buffer: the spin, then the kernel's dispatches, then the
+    signal, each after the one before (no concurrent region), on the caller's buffers (no copy,
+    no clone, no allocation)."""
+    name, module = _module(case)
+    ir = _stream_ir(tmp_path, cuda_streams.ordered_functions(module))
+    start = ir.index(f"util.func public @{name}$ordered(")
     body = ir[start:ir.index("util.return", start)]
     dispatches = re.findall(r"stream\.cmd\.dispatch @([\w$.]+)::@(\w+)", body)
-    assert [d[0] for d in dispatches] == ["triton_iree_stream_order", dispatches[1][0], "triton_iree_stream_order"]
-    assert dispatches[0][1].startswith("wait_") and dispatches[2][1].startswith("signal_")
+    assert len(dispatches) >= 3
+    assert dispatches[0][0] == dispatches[-1][0] == "triton_iree_stream_order"
+    assert dispatches[0][1].startswith("wait_") and dispatches[-1][1].startswith("signal_")
+    assert all(d[0] != "triton_iree_stream_order" for d in dispatches[1:-1])
     assert body.count("stream.cmd.execute") == 1
     for forbidden in ("stream.cmd.concurrent", "stream.cmd.copy", "stream.async.clone", "stream.resource.alloc"):
         assert forbidden not in body, forbidden

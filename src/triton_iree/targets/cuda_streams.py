@@ -30,8 +30,9 @@ The flags' values only grow: the comparisons are of signed 64-bit differences, a
 from __future__ import annotations
 
 import ctypes
+
 from ..abi import ordered_name
-from ..errors import LaunchError
+from ..errors import CompileError, LaunchError
 
 # The spin kernel's PTX: bindings first (each a .u64 pointer: the flags, then every buffer the
 # ordered function ties), then the sequence number as two 32-bit push constants, as IREE's CUDA
@@ -91,53 +92,50 @@ def _wrapper(func, counts: dict[str, int]) -> str:
     from iree.compiler import ir
     name = ir.StringAttr(func.attributes["sym_name"]).value
     ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-    inputs, results = [str(t) for t in ftype.inputs], [str(t) for t in ftype.results]
+    inputs, results = [str(ty) for ty in ftype.inputs], [str(ty) for ty in ftype.results]
     arg_attrs = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
-    outputs: dict[int, int] = {}   # result number -> argument it is tied to
+    arg_attrs += [None] * (len(inputs) - len(arg_attrs))
+    tied: dict[int, int] = {}   # result number -> the argument it is written into
     for i, a in enumerate(arg_attrs):
-        d = ir.DictAttr(a)
-        if "iree.abi.output" in d:
-            outputs[ir.IntegerAttr(d["iree.abi.output"]).value] = i
-    if sorted(outputs) != list(range(len(results))):
-        raise LaunchError(f"CUDA stream order: the results of '{name}' are not all tied to its arguments")
-    tensors = [i for i, t in enumerate(inputs) if t.startswith("tensor<")]
-    dims: dict[int, str] = {}
-    lines = ["    %c0 = arith.constant 0 : index", "    %c32 = arith.constant 32 : i64",
-             "    %lo = arith.trunci %seq : i64 to i32", "    %hi64 = arith.shrui %seq, %c32 : i64",
-             "    %hi = arith.trunci %hi64 : i64 to i32"]
-
-    def sized(v: str, i: int) -> str:
-        return f"{v}{{{dims[i]}}}" if i in dims else v
-
-    for i in tensors:
-        if inputs[i].startswith("tensor<?"):
-            dims[i] = f"%d{i}"
-            lines.append(f"    %d{i} = tensor.dim %a{i}, %c0 : {inputs[i]}")
-    wait, signal = f"wait_{len(tensors) + 1}", f"signal_{len(results) + 1}"
-    counts[wait], counts[signal] = len(tensors) + 1, len(results) + 1
+        if a is not None and "iree.abi.output" in ir.DictAttr(a):
+            tied[ir.IntegerAttr(ir.DictAttr(a)["iree.abi.output"]).value] = i
+    if sorted(tied) != list(range(len(results))):
+        raise CompileError(f"CUDA stream order: the results of '{name}' are not all tied to its arguments "
+                           f"(a bug of triton-iree's)", kernel=name)
     flags = "tensor<2xi64>"
-    lines.append(f"    %w:{len(tensors) + 1} = flow.dispatch @{EXECUTABLE}::@{wait}(%lo, %hi, %flags, "
-                 f"{', '.join(f'%a{i}' for i in tensors)}) : (i32, i32, {flags}, "
-                 f"{', '.join(sized(inputs[i], i) for i in tensors)}) -> "
-                 f"(%flags, {', '.join(sized(f'%a{i}', i) for i in tensors)})")
-    after = {i: f"%w#{n + 1}" for n, i in enumerate(tensors)}
-    call_args = [after.get(i, f"%a{i}") for i in range(len(inputs))]
-    res = f"%r:{len(results)}" if len(results) > 1 else "%r"
-    rname = (lambda n: f"%r#{n}") if len(results) > 1 else (lambda n: "%r")
-    lines.append(f"    {res} = func.call @{name}({', '.join(call_args)}) : ({', '.join(inputs)}) -> "
-                 f"({', '.join(results)})")
-    tied = ", ".join(sized(rname(n), outputs[n]) for n in range(len(results)))
-    lines.append(f"    %s:{len(results) + 1} = flow.dispatch @{EXECUTABLE}::@{signal}(%lo, %hi, %w#0"
-                 f"{''.join(f', {rname(n)}' for n in range(len(results)))}) : (i32, i32, {flags}"
-                 f"{''.join(f', {sized(results[n], outputs[n])}' for n in range(len(results)))}) -> "
-                 f"(%w#0{', ' if results else ''}{tied})")
-    lines.append(f"    return {', '.join([f'%s#{n + 1}' for n in range(len(results))] + ['%s#0'])} : "
-                 f"{', '.join(results + [flags])}")
-    attrs = [f" {a}" if str(a) != "{}" else "" for a in arg_attrs] + [""] * (len(inputs) - len(arg_attrs))
-    params = [f"%a{i}: {t}{attrs[i]}" for i, t in enumerate(inputs)]
+    lines = ["%c0 = arith.constant 0 : index", "%c32 = arith.constant 32 : i64",
+             "%lo = arith.trunci %seq : i64 to i32", "%hi64 = arith.shrui %seq, %c32 : i64",
+             "%hi = arith.trunci %hi64 : i64 to i32"]
+    sizes = {}   # argument -> its dynamic size, as a dispatch's type writes it
+    for i, ty in enumerate(inputs):
+        if ty.startswith("tensor<?"):
+            sizes[i] = f"{{%d{i}}}"
+            lines.append(f"%d{i} = tensor.dim %a{i}, %c0 : {ty}")
+
+    def dispatch(result: str, export: str, flags_in: str, values: list[tuple[str, int]]) -> None:
+        """`result`:N = the export over `flags_in` and `values` ((SSA value, its argument)), all
+        written in place (tied), so IREE orders it after their writers and before their users."""
+        counts[export] = len(values) + 1
+        operands = ", ".join(["%lo", "%hi", flags_in] + [v for v, _ in values])
+        types = ", ".join(["i32", "i32", flags] + [inputs[a] + sizes.get(a, "") for _, a in values])
+        outs = ", ".join([flags_in] + [v + sizes.get(a, "") for v, a in values])
+        lines.append(f"{result}:{len(values) + 1} = flow.dispatch @{EXECUTABLE}::@{export}({operands}) : "
+                     f"({types}) -> ({outs})")
+
+    tensors = [i for i, ty in enumerate(inputs) if ty.startswith("tensor<")]
+    dispatch("%w", f"wait_{len(tensors) + 1}", "%flags", [(f"%a{i}", i) for i in tensors])
+    after_wait = {i: f"%w#{n + 1}" for n, i in enumerate(tensors)}
+    call = (f"func.call @{name}({', '.join(after_wait.get(i, f'%a{i}') for i in range(len(inputs)))}) : "
+            f"({', '.join(inputs)}) -> ({', '.join(results)})")
+    lines.append(f"%r:{len(results)} = {call}" if results else call)
+    dispatch("%s", f"signal_{len(results) + 1}", "%w#0", [(f"%r#{n}", tied[n]) for n in range(len(results))])
+    returned = [f"%s#{n + 1}" for n in range(len(results))] + ["%s#0"]
+    lines.append(f"return {', '.join(returned)} : {', '.join(results + [flags])}")
+    params = [f"%a{i}: {ty}" + (f" {a}" if a is not None and str(a) != "{}" else "")
+              for i, (ty, a) in enumerate(zip(inputs, arg_attrs))]
     params += [f"%flags: {flags} {{iree.abi.output = {len(results)} : index}}", "%seq: i64"]
-    return (f"  func.func @\"{ordered_name(name)}\"({', '.join(params)}) -> ({', '.join(results + [flags])}) {{\n"
-            + "\n".join(lines) + "\n  }\n")
+    body = "".join(f"    {line}\n" for line in lines)
+    return f"  func.func @\"{ordered_name(name)}\"({', '.join(params)}) -> ({', '.join(results + [flags])}) {{\n{body}  }}\n"
 
 
 def ordered_functions(module_text: str) -> str:
