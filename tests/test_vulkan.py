@@ -600,6 +600,25 @@ def test_attention(length):
     assert untouched(whole, o)
 
 
+# A constant tile stored under a mask: IREE folds a copy of a linalg.fill, and a slice of one,
+# into a fill, and the store's configuration with them; it then configured the dispatch itself,
+# over workgroups ('workgroup_count_hint' op failed to resolve). The tile is copied from a
+# linalg.generic yielding the constant.
+@triton.jit
+def constant_store_kernel(y_ptr, n, VALUE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.full([BLOCK], VALUE, tl.float32).to(y_ptr.dtype.element_ty), mask=offs < n)
+
+
+@pytest.mark.parametrize("dtype, value", [(torch.int8, -1.5), (torch.int32, 1e3), (torch.float32, 2.5)])
+def test_a_constant_tile_stored_under_a_mask(dtype, value):
+    ty = {torch.int8: "i8", torch.int32: "i32", torch.float32: "fp32"}[dtype]
+    run = launcher(constant_store_kernel, f"y_ptr=*{ty},n=i32", {"VALUE": value, "BLOCK": 64})
+    out, whole = padded((67,), dtype=dtype)
+    run(out, 67, grid=(2,))
+    assert torch.equal(out, torch.full((67,), value).to(dtype)) and untouched(whole, out)
+
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture

@@ -97,11 +97,11 @@ class StoreEmitter(MemoryEmitter):
         only loaded and stored leaves no linalg op at all: either way IREE configures the
         dispatch itself and spreads it over workgroups again, which fails ('workgroup_count_hint'
         op failed to resolve workgroup count hint). IREE moves no named op into the loop. On
-        CUDA and HIP a tile from a linalg.fill is copied from a linalg.generic yielding its
+        GPUs (CUDA, HIP, Vulkan) a tile from a linalg.fill is copied from a linalg.generic yielding its
         scalar: IREE folds a copy of a fill, and a slice of a fill, into a fill, and the copy's
         configuration with them (a constant tile stored, masked: the same error). (Not where
         IREE configures the dispatch, which drops the copies: `configure`.)"""
-        if self.llvmgpu and not self.gpu_whole_reductions and val in self.fills:
+        if (self.llvmgpu or self.spirv) and not self.gpu_whole_reductions and val in self.fills:
             scalar, val, rank = self.fills[val], self.fresh("const"), len(rty.shape)
             self._write_generic(val, _Body(rank), [self._map(rank, [f"d{i}" for i in range(rank)])],
                                 ["parallel"] * rank, [self._empty(rty.mlir())], [rty.mlir()], [rty.dtype],
