@@ -619,6 +619,26 @@ def test_a_constant_tile_stored_under_a_mask(dtype, value):
     assert torch.equal(out, torch.full((67,), value).to(dtype)) and untouched(whole, out)
 
 
+# A boolean tile read by an elementwise op that writes over its other input (a linalg.map):
+# IREE stores i1 tensors as i8 and retypes a linalg.generic's block arguments to match, not a
+# linalg.map's ('expected element type of input 'i8' to match bbArg type 'i1''): the map
+# reads boolean tiles in its body.
+@triton.jit
+def masked_atomic_kernel(x_ptr, out_ptr, old_ptr, n, step, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = (offs < n) & (offs % step != 0)
+    old = tl.atomic_add(out_ptr + offs // 2, tl.load(x_ptr + offs, mask=mask), mask=mask)
+    tl.store(old_ptr + offs, tl.where(mask, old, -1.0), mask=offs < n)
+
+
+def test_a_boolean_tile_read_beside_the_tile_it_selects_from():
+    run = launcher(masked_atomic_kernel, "x_ptr=*fp32,out_ptr=*fp32,old_ptr=*fp32,n=i32,step=i32", {"BLOCK": 16})
+    x, out, old = torch.arange(1.0, 11), torch.zeros(5), torch.zeros(10)
+    run(x, out, old, 10, 2, grid=(1,))
+    assert torch.equal(out, x[1::2])
+    assert torch.equal(old, torch.tensor([-1.0, 0] * 5))
+
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture

@@ -96,12 +96,15 @@ class ComputeEmitter(EmitterBase):
         the loops only (broadcasts) are read in the body, with tensor.extract."""
         ty = v.type.mlir()
         over = next((i for i in body.ins if i[1] == ty and i[2] == ident), None)
-        if over is None:
+        if over is None or v.dtype == "i1":   # a boolean tile: its own linalg.generic (below)
             return None
-        ins = [i for i in body.ins if i[2] == ident]
+        # Boolean tiles are read in the body too: IREE stores i1 tensors as i8 and rewrites
+        # linalg.generic's block arguments to match, but not linalg.map's ('expected element
+        # type of input 'i8' to match bbArg type 'i1'').
+        ins = [i for i in body.ins if i[2] == ident and i[4] != "i1"]
         extracts = []
-        for name, in_ty, imap, arg, _ in body.ins:
-            if imap == ident:
+        for name, in_ty, imap, arg, elt in body.ins:
+            if imap == ident and elt != "i1":
                 continue
             dims = re.fullmatch(r"affine_map<\([^)]*\) -> \(([^)]*)\)>", imap).group(1).split(", ")
             idx = []
