@@ -639,6 +639,53 @@ def test_a_boolean_tile_read_beside_the_tile_it_selects_from():
     assert torch.equal(old, torch.tensor([-1.0, 0] * 5))
 
 
+# While loops carrying a tile, with a scalar condition: on SPIR-V the tile crosses the loop as a
+# tensor (as a vector of 16 elements it failed to legalize: 'vector.from_elements'). The second
+# loop carries a scalar it does not forward (`total` is dead after it).
+@triton.jit
+def halve_until_kernel(x_ptr, out_ptr, count_ptr, n, limit, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0)
+    big = tl.max(tl.abs(x), axis=0)
+    steps = 0
+    while big > limit:
+        x = x * 0.5
+        big = big * 0.5
+        steps += 1
+    tl.store(out_ptr + offs, x, mask=m)
+    tl.store(count_ptr + tl.program_id(0), steps)
+
+
+@triton.jit
+def grow_until_kernel(x_ptr, out_ptr, n, limit, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0)
+    total = tl.sum(x, axis=0)
+    while total < limit:
+        x = x + 1
+        total = tl.sum(tl.where(m, x, 0), axis=0)
+    tl.store(out_ptr + offs, x, mask=m)
+
+
+def test_while_loops_carrying_a_tile():
+    run = launcher(halve_until_kernel, "x_ptr=*fp32,out_ptr=*fp32,count_ptr=*i32,n=i32,limit=i32", {"BLOCK": 16})
+    x = torch.tensor([float(2 ** (i % 13)) * (-1) ** i for i in range(37)])
+    out, count = torch.zeros(37), torch.full((3,), -1, dtype=torch.int32)
+    run(x, out, count, 37, 3, grid=(3,))
+    want_count = torch.tensor([max(0, math.ceil(math.log2(x[p * 16:p * 16 + 16].abs().max() / 3)))
+                               for p in range(3)], dtype=torch.int32)
+    assert torch.equal(count, want_count)
+    assert torch.equal(out, x * torch.pow(0.5, want_count.float()).repeat_interleave(16)[:37])
+    run = launcher(grow_until_kernel, "x_ptr=*i32,out_ptr=*i32,n=i32,limit=i32", {"BLOCK": 16})
+    x, out = torch.arange(-20, 17, dtype=torch.int32), torch.zeros(37, dtype=torch.int32)
+    run(x, out, 37, 100, grid=(3,))
+    rows = [x[p * 16:p * 16 + 16] for p in range(3)]
+    steps = [max(0, -(-(100 - int(r.sum())) // len(r))) for r in rows]
+    assert torch.equal(out, torch.cat([r + s for r, s in zip(rows, steps)]))
+
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture

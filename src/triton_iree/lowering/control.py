@@ -11,9 +11,9 @@ class ControlEmitter(EmitterBase):
 
     def _tiles_as_tensors(self) -> bool:
         """Targets with narrow vectors (SPIR-V's have at most 4 elements, and a whole tile as a
-        vector stays one): tiles leave an scf.if and cross an scf.for as tensors (scf.while
-        keeps vectors). A loop copies its new tile into the iter_arg: IREE's bufferization
-        refuses a loop-carried tensor that is not updated in place."""
+        vector stays one): tiles leave an scf.if and cross an scf.for, and an scf.while that
+        forwards its arguments, as tensors. A loop copies its new tile into the iter_arg: IREE's
+        bufferization refuses a loop-carried tensor that is not updated in place."""
         gpu = self.options.gpu_tiling
         return gpu is not None and gpu.narrow_vectors
 
@@ -186,12 +186,18 @@ class ControlEmitter(EmitterBase):
         return [res] if nres == 1 else [f"{res}#{i}" for i in range(nres)]
 
     def _while(self, op: t.While) -> None:
-        """scf.while: carried values cross its regions as scalars and vectors."""
+        """scf.while: carried values cross its regions as scalars and vectors (as tensors on
+        targets with narrow vectors, below)."""
         if any(v.is_tile for o in op.before.walk() for v in o.operands() + o.results):
             if self.llvmgpu and op.inits and [y.id for y in op.before.yields[1:]] == [a.id for a in op.before.args]:
                 self._guarded_while(op)
             else:
                 self._rotated_while(op)
+            return
+        ids = [a.id for a in op.before.args]
+        if self._tiles_as_tensors() and any(v.is_tile for v in op.inits) and \
+                all(y.id in ids for y in op.before.yields[1:]):
+            self._while_of_tensors(op, [ids.index(y.id) for y in op.before.yields[1:]])
             return
         inits = [self._region_value(v) for v in op.inits]
         types = ", ".join(ty for _, ty in inits)
@@ -212,6 +218,44 @@ class ControlEmitter(EmitterBase):
         names = [res] if len(op.results) == 1 else [f"{res}#{i}" for i in range(len(op.results))]
         for v, n in zip(op.results, names):
             self._bind_region_value(v, n)
+
+    def _while_of_tensors(self, op: t.While, fwd_idx: list[int]) -> None:
+        """Targets with narrow vectors: an scf.while whose condition is a scalar and whose before
+        region forwards some of its arguments (`fwd_idx`: the argument each forwarded value is)
+        carries its tiles as tensors (as vectors, a 16-element tile failed to legalize on SPIR-V:
+        'vector.from_elements'). The emitted loop forwards all its arguments, so that each
+        carried tile has an argument in the after region too, and the body copies each new tile
+        into that argument: a loop-carried tensor must be updated in place (the before region's
+        arguments are forwarded unchanged, so that buffer is the iter_arg's)."""
+        inits = [self._region_value(v, True) for v in op.inits]
+        tys = [ty for _, ty in inits]
+        types = ", ".join(tys)
+        res = self.fresh("while")
+        n = len(inits)
+        lhs = f"{res}:{n} = " if n > 1 else f"{res} = "
+        args = [self.fresh("it") for _ in inits]
+        carried = ", ".join(f"{a} = {x}" for a, (x, _) in zip(args, inits))
+        self.w(f"{lhs}scf.while ({carried}) : ({types}) -> ({types}) {{")
+        self._while_region(op.before, args, lambda ys: f"scf.condition({ys[0]}) {', '.join(args)} : {types}", True)
+        after = [self.fresh("it") for _ in inits]
+        self.w("} do {")
+        self.w(f"^bb0({', '.join(f'{a}: {ty}' for a, ty in zip(after, tys))}):")
+
+        def into_args(ys: list[str]) -> list[str]:
+            self._sync()
+            for i, v in enumerate(op.inits):
+                if v.is_tile:
+                    c = self.fresh("cp")
+                    self.w(f"{c} = linalg.copy ins({ys[i]} : {tys[i]}) outs({after[i]} : {tys[i]}) -> {tys[i]}")
+                    ys[i] = c
+            return ys
+
+        self._while_region(op.after, [after[k] for k in fwd_idx],
+                           lambda ys: f"scf.yield {', '.join(into_args(ys))} : {types}", True)
+        self.w("}")
+        names = [res] if n == 1 else [f"{res}#{i}" for i in range(n)]
+        for v, k in zip(op.results, fwd_idx):
+            self._bind_region_value(v, names[k], True)
 
     def _rotated_while(self, op: t.While) -> None:
         """scf.while whose condition computes on tiles (`while tl.sum(v) > c`): the condition
@@ -316,14 +360,14 @@ class ControlEmitter(EmitterBase):
         self.scopes.pop()
         return ys
 
-    def _while_region(self, block: t.Block, args: list[str], terminator) -> None:
+    def _while_region(self, block: t.Block, args: list[str], terminator, as_tensor: bool = False) -> None:
         self.indent += 1
         self.loop_depth += 1
         self.scopes.append({})
         for v, a in zip(block.args, args):
-            self._bind_region_value(v, a)
+            self._bind_region_value(v, a, as_tensor)
         self._block(block)
-        self.w(terminator([self._region_value(y)[0] for y in block.yields]))
+        self.w(terminator([self._region_value(y, as_tensor)[0] for y in block.yields]))
         self.scopes.pop()
         self.loop_depth -= 1
         self.indent -= 1
@@ -355,3 +399,4 @@ class ControlEmitter(EmitterBase):
         names = [res] if len(keep) == 1 else [f"{res}#{i}" for i in range(len(keep))]
         for j, n in zip(keep, names):
             self._bind_region_value(op.results[j], n, as_tensor)
+
