@@ -686,6 +686,36 @@ def test_while_loops_carrying_a_tile():
     assert torch.equal(out, torch.cat([r + s for r, s in zip(rows, steps)]))
 
 
+# A runtime `if` whose branches run the same ops on different values: IREE's SPIR-V
+# canonicalization merged the two branches into one block whose arguments pick the values, which
+# SPIR-V serializes as an OpPhi with both values from the same block, and the then branch's
+# values were taken always. Such an `if` is emitted as two one-branch ifs.
+@triton.jit
+def same_shaped_branches_kernel(x_ptr, y_ptr, out_ptr, sum_ptr):
+    pid = tl.program_id(0)
+    x = tl.load(x_ptr + pid)
+    y = tl.load(y_ptr + pid)
+    if x > y:
+        z = x * 3
+    else:
+        z = y * 5
+    tl.store(out_ptr + pid, z)
+    if x > y:
+        tl.store(sum_ptr + pid, x + 1)
+    else:
+        tl.store(sum_ptr + pid, y + 2)
+
+
+def test_a_runtime_if_whose_branches_run_the_same_ops():
+    run = launcher(same_shaped_branches_kernel, "x_ptr=*i32,y_ptr=*i32,out_ptr=*i32,sum_ptr=*i32", {})
+    x = torch.tensor([1, 5, -3, 7, 0], dtype=torch.int32)
+    y = torch.tensor([4, 2, -3, 0, 9], dtype=torch.int32)
+    out, total = torch.zeros(5, dtype=torch.int32), torch.zeros(5, dtype=torch.int32)
+    run(x, y, out, total, grid=(5,))
+    assert torch.equal(out, torch.where(x > y, x * 3, y * 5))
+    assert torch.equal(total, torch.where(x > y, x + 1, y + 2))
+
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture

@@ -379,6 +379,9 @@ class ControlEmitter(EmitterBase):
         types = [self._carried_type(op.results[j], as_tensor) if op.results[j].is_tile else op.results[j].dtype
                  for j in keep]
         cond = self.scalar(op.cond)
+        if self.spirv and op.then.ops and op.otherwise.ops and not any(op.results[j].is_tile for j in keep):
+            self._if_in_two(op, keep, types, cond)
+            return
         res = self.fresh("if") if keep else None
         lhs = f"{res}:{len(keep)} = " if len(keep) > 1 else (f"{res} = " if keep else "")
         self.w(f"{lhs}scf.if {cond}" + (f" -> ({', '.join(types)})" if keep else "") + " {")
@@ -400,3 +403,40 @@ class ControlEmitter(EmitterBase):
         for j, n in zip(keep, names):
             self._bind_region_value(op.results[j], n, as_tensor)
 
+    def _if_in_two(self, op: t.If, keep: list[int], types: list[str], cond: str) -> None:
+        """SPIR-V: an `if` whose branches both compute, with scalar results, as two one-branch
+        `scf.if`s, on the condition and on its negation; the second's else yields the first's
+        results. IREE's SPIR-V canonicalization merges a selection's two branches where they run
+        the same ops on different values into one block whose block arguments pick the values
+        (`spirv.BranchConditional %c, ^bb1(%a), ^bb1(%b)`), which SPIR-V serializes as an OpPhi
+        with both values coming from the same block: the drivers (NVIDIA's, lavapipe) took the
+        first, so such an `if` ran its then branch's values always (`z = x + 1` / `z = y + 2`
+        gave x + 1). A branch that computes and one that only yields differ, and are not merged.
+        (The negation sits between the two, so that scf.if's canonicalization does not combine
+        them again.)"""
+        def one(blk: t.Block, c: str, other: list[str]) -> list[str]:
+            res = self.fresh("if") if keep else None
+            lhs = f"{res}:{len(keep)} = " if len(keep) > 1 else (f"{res} = " if keep else "")
+            self.w(f"{lhs}scf.if {c}" + (f" -> ({', '.join(types)})" if keep else "") + " {")
+            self.if_depth += 1
+            self.indent += 1
+            self.scopes.append({})
+            self._block(blk)
+            if keep:
+                ys = [self._region_value(blk.yields[j])[0] for j in keep]
+                self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
+            self.scopes.pop()
+            self.indent -= 1
+            self.if_depth -= 1
+            if keep:
+                self.w("} else {")
+                self.w(f"  scf.yield {', '.join(other)} : {', '.join(types)}")
+            self.w("}")
+            return [res] if len(keep) == 1 else [f"{res}#{i}" for i in range(len(keep))]
+
+        zeros = [self.const(0, op.results[j].dtype) for j in keep]
+        first = one(op.then, cond, zeros)
+        negated = self._binop("arith.xori", cond, self.const(True, "i1"), "i1")
+        names = one(op.otherwise, negated, first)
+        for j, n in zip(keep, names):
+            self._bind_region_value(op.results[j], n)
