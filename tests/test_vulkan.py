@@ -716,6 +716,37 @@ def test_a_runtime_if_whose_branches_run_the_same_ops():
     assert torch.equal(total, torch.where(x > y, x + 1, y + 2))
 
 
+# Vulkan lets a driver assume that no NaN reaches a float instruction (unless the shader
+# declares SignedZeroInfNanPreserve, which IREE's SPIR-V does not): NVIDIA's driver returned
+# numbers for f32 exp, tanh and pow of NaN. On SPIR-V each math function's result is selected
+# from a NaN argument, tested on its bits (one test per argument; lavapipe gives C's results
+# either way, so the emitted form is checked too).
+@triton.jit
+def nan_math_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    y = tl.load(y_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, tl.exp(x), mask=m)
+    tl.store(out_ptr + n + offs, libdevice.tanh(x), mask=m)
+    tl.store(out_ptr + 2 * n + offs, libdevice.pow(x, y), mask=m)
+
+
+def test_math_functions_of_nan_are_nan():
+    sig, consts = "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,n=i32", {"BLOCK": 16}
+    module = aot.compile_kernel(nan_math_kernel, sig, consts, target="vulkan", arch="ampere", vmfb=False).module
+    assert module.count("arith.cmpi ugt") == 4, module   # exp, tanh, and pow's two arguments
+    run = launcher(nan_math_kernel, sig, consts)
+    nan = float("nan")
+    x = torch.tensor([nan, 1.0, nan, 2.0, 1.0, 0.5])
+    y = torch.tensor([2.0, nan, 0.0, 3.0, 0.5, nan])
+    out = torch.zeros(18)
+    run(x, y, out, 6, grid=(1,))
+    torch.testing.assert_close(out[:6], torch.exp(x), equal_nan=True)
+    torch.testing.assert_close(out[6:12], torch.tanh(x), equal_nan=True)
+    torch.testing.assert_close(out[12:], torch.pow(x, y), equal_nan=True)   # 1 ** nan = nan ** 0 = 1
+
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture

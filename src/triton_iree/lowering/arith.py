@@ -22,6 +22,19 @@ def _from_f16(v: t.Value) -> bool:
     return isinstance(op, t.Elementwise) and op.opname == "arith.extf" and op.args[0].dtype == "f16"
 
 
+# Math functions that return NaN for a NaN argument (C's, and Triton's on NVIDIA GPUs). Vulkan
+# lets a driver assume no NaN reaches a float instruction unless the shader declares
+# SignedZeroInfNanPreserve, which IREE's SPIR-V does not: on NVIDIA's Vulkan driver f32 exp,
+# exp2, expm1, sinh, cosh, tanh and pow of NaN returned numbers. On SPIR-V each of these
+# results is selected from its NaN argument where it has one, the test on the argument's bits
+# (integer operations, which no such assumption touches).
+_NAN_IN_NAN_OUT = {f"math.{f}" for f in (
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "cbrt", "sin", "cos", "tan",
+    "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "powf", "atan2")}
+_FLOAT_BITS = {"f16": ("i16", 0x7FFF, 0x7C00), "f32": ("i32", 0x7FFFFFFF, 0x7F800000),
+               "f64": ("i64", 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000)}
+
+
 class ArithEmitter(EmitterBase):
     """Elementwise ops on scalars."""
 
@@ -70,6 +83,23 @@ class ArithEmitter(EmitterBase):
             out(f"{r} = {name} {args[0]}, {safe} : {rdtype}")
         else:
             out(f"{r} = {name} {', '.join(args)} : {rdtype}")
+            if self.spirv and name in _NAN_IN_NAN_OUT and rdtype in _FLOAT_BITS:
+                return self._nan_passed_through(args, rdtype, r, out)
+        return r
+
+    def _nan_passed_through(self, args: list[str], dtype: str, r: str, out) -> str:
+        """`r`, or the last of `args` that is a NaN (`_NAN_IN_NAN_OUT`)."""
+        ity, mag, inf = _FLOAT_BITS[dtype]
+        cmag, cinf = self.fresh(), self.fresh()
+        out(f"{cmag} = arith.constant {mag} : {ity}")
+        out(f"{cinf} = arith.constant {inf} : {ity}")
+        for a in args:
+            b, m, nan, pick = (self.fresh() for _ in range(4))
+            out(f"{b} = arith.bitcast {a} : {dtype} to {ity}")
+            out(f"{m} = arith.andi {b}, {cmag} : {ity}")
+            out(f"{nan} = arith.cmpi ugt, {m}, {cinf} : {ity}")
+            out(f"{pick} = arith.select {nan}, {a}, {r} : {dtype}")
+            r = pick
         return r
 
     @property
