@@ -1,5 +1,7 @@
 """tl.extra.libdevice, against torch: math per dtype, predicates, conversions, and the ways
 kernels import it (Inductor's `from triton.language.extra import libdevice` among them)."""
+import os
+
 import pytest
 import torch
 import triton
@@ -71,7 +73,19 @@ EXACT = {"abs", "floor", "ceil", "trunc", "rint", "nearbyint", "round", "sqrt", 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-12, torch.float16: 1e-3}
 
 
+# The suite's Vulkan pass (tests/plugins/on_target.py). Vulkan's precision rules let a driver
+# round an f32 division (OpFDiv) to 2.5 ulp and compute an f32 square root as the reciprocal of
+# its inverse square root; SPIR-V for Vulkan has no way to ask for a correctly rounded one, and
+# NVIDIA's driver gave div_rn, rcp_rn and sqrt 1 ulp off. There they are compared within those
+# bounds (3 ulp for the division and reciprocal, 5 for the square root).
+VULKAN = os.environ.get("TRITON_IREE_TEST_TARGET") == "vulkan"
+VULKAN_ULPS = {"div_rn": 3, "rcp_rn": 3, "sqrt": 5}
+
+
 def _check(name, out, ref):
+    if VULKAN and name in VULKAN_ULPS and out.dtype == torch.float32:
+        torch.testing.assert_close(out, ref, rtol=VULKAN_ULPS[name] * 2.0 ** -23, atol=0)
+        return
     # f64 sqrt is within 1 ulp on llvm-cpu, not always correctly rounded
     tol = 0 if name in EXACT and (name, out.dtype) != ("sqrt", torch.float64) else TOL[out.dtype]
     torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
