@@ -747,6 +747,30 @@ def test_math_functions_of_nan_are_nan():
     torch.testing.assert_close(out[12:], torch.pow(x, y), equal_nan=True)   # 1 ** nan = nan ** 0 = 1
 
 
+# A runtime `if` yielding a tile: its branches' tiles were buffers of different kinds, which
+# IREE's bufferization refused to yield from one `if` ('incompatible buffer types on then/else
+# branches'); each branch copies its tile into one destination made before the `if`.
+@triton.jit
+def tile_if_kernel(x_ptr, y_ptr, out_ptr, mode, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    if mode > 0:
+        z = x * 3
+    else:
+        z = y * 5
+    tl.store(out_ptr + offs, z)
+
+
+@pytest.mark.parametrize("mode", [1, 0])
+def test_a_runtime_if_yielding_a_tile(mode):
+    run = launcher(tile_if_kernel, "x_ptr=*i32,y_ptr=*i32,out_ptr=*i32,mode=i32", {"BLOCK": 16})
+    x, y = torch.arange(16, dtype=torch.int32), torch.arange(100, 116, dtype=torch.int32)
+    out, whole = padded((16,), dtype=torch.int32)
+    run(x, y, out, mode, grid=(1,))
+    assert torch.equal(out, x * 3 if mode else y * 5) and untouched(whole, out)
+
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture

@@ -382,6 +382,12 @@ class ControlEmitter(EmitterBase):
         if self.spirv and op.then.ops and op.otherwise.ops and not any(op.results[j].is_tile for j in keep):
             self._if_in_two(op, keep, types, cond)
             return
+        # Tiles leaving the `if` as tensors: each branch copies its tile into one destination
+        # allocated before the `if` (a bufferization.alloc_tensor). The branches' own tiles
+        # could be buffers of different kinds, which IREE's bufferization refused to yield
+        # from one `if` ('incompatible buffer types on then/else branches'); it refused a
+        # tensor.empty as the destination too.
+        dests = {j: self._empty(types[i], shared=True) for i, j in enumerate(keep) if as_tensor and op.results[j].is_tile}
         res = self.fresh("if") if keep else None
         lhs = f"{res}:{len(keep)} = " if len(keep) > 1 else (f"{res} = " if keep else "")
         self.w(f"{lhs}scf.if {cond}" + (f" -> ({', '.join(types)})" if keep else "") + " {")
@@ -394,6 +400,13 @@ class ControlEmitter(EmitterBase):
             self._block(blk)
             if keep:
                 ys = [self._region_value(blk.yields[j], as_tensor)[0] for j in keep]
+                if dests:
+                    self._sync()
+                for i, j in enumerate(keep):
+                    if j in dests:
+                        c = self.fresh("cp")
+                        self.w(f"{c} = linalg.copy ins({ys[i]} : {types[i]}) outs({dests[j]} : {types[i]}) -> {types[i]}")
+                        ys[i] = c
                 self.w(f"scf.yield {', '.join(ys)} : {', '.join(types)}")
             self.scopes.pop()
             self.indent -= 1
