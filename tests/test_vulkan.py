@@ -771,6 +771,27 @@ def test_a_runtime_if_yielding_a_tile(mode):
     assert torch.equal(out, x * 3 if mode else y * 5) and untouched(whole, out)
 
 
+# A reduction along some dims beside one to a scalar: IREE's own configuration tiled the root
+# as a partial reduction and refused the other ('tiling parallel dimensions is not supported
+# with partial reduction tiling strategies'); such a dispatch runs on one thread.
+@triton.jit
+def keep_dims_beside_sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    pair = tl.load(x_ptr + pid * BLOCK + tl.arange(0, 2)[:, None] + tl.arange(0, 1)[None, :])
+    top = tl.reshape(tl.max(pair, axis=0, keep_dims=True), ())
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + pid, tl.sum(x) + top)
+
+
+def test_a_reduction_along_some_dims_beside_one_to_a_scalar():
+    run = launcher(keep_dims_beside_sum_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32", {"BLOCK": 64})
+    x, out = torch.randn(150), torch.zeros(3)
+    run(x, out, 150, grid=(3,))
+    want = torch.stack([x[p * 64:p * 64 + 64].sum() + x[p * 64:p * 64 + 2].max() for p in range(3)])
+    torch.testing.assert_close(out, want)
+
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture

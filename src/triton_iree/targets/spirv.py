@@ -89,14 +89,18 @@ class SpirvTiling(GpuTiling):
 
     def spirv_serial_reduction(self, ops) -> Optional[list[str]]:
         """A dispatch that reduces a tile to a scalar and has linalg ops in kernel loops
-        (layer norm): one thread per workgroup, IREE's BaseDistribute pipeline with no tiling,
+        (layer norm), or also reduces along some dims only (`tl.max(..., keep_dims=True)`, a
+        row reduction): one thread per workgroup, IREE's BaseDistribute pipeline with no tiling,
         on the last reduction to a scalar, the others without configuration. IREE configures
         such a dispatch itself the same way where its tiles have 512 elements or more; with
         fewer its SubgroupReduce configuration (tile sizes [[], [n]]) vectorizes the ops in the
-        loops whole, wider than SPIR-V's vectors ('failed to legalize operation'). None for
-        other dispatches: IREE's own configuration is kept (softmax: SubgroupReduce)."""
+        loops whole, wider than SPIR-V's vectors ('failed to legalize operation'), and its
+        partial-reduction tiling of the root refused the other reduction ('tiling parallel
+        dimensions is not supported with partial reduction tiling strategies'). None for other
+        dispatches: IREE's own configuration is kept (softmax: SubgroupReduce)."""
         whole = [i for i, o in enumerate(ops) if o.iterators and "parallel" not in o.iterators]
-        if not whole or not any(o.depth for o in ops if o.kind == "generic"):
+        partial = any(o.iterators and "parallel" in o.iterators and "reduction" in o.iterators for o in ops)
+        if not whole or not (partial or any(o.depth for o in ops if o.kind == "generic")):
             return None
         attrs = [""] * len(ops)
         attrs[whole[-1]] = ("compilation_info = #iree_codegen.compilation_info<lowering_config = "
