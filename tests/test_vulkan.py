@@ -792,6 +792,23 @@ def test_a_reduction_along_some_dims_beside_one_to_a_scalar():
     torch.testing.assert_close(out, want)
 
 
+# libdevice.clz of an int64: SPIR-V's FindUMsb, which IREE lowers math.ctlz to, takes 32-bit
+# integers only ('failed to legalize operation 'math.ctlz''); it counts on the two halves.
+@triton.jit
+def clz_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, libdevice.clz(tl.load(x_ptr + offs)))
+
+
+def test_leading_zeros_of_int64():
+    run = launcher(clz_kernel, "x_ptr=*i64,out_ptr=*i32", {"BLOCK": 8})
+    x = torch.tensor([0, 1, -1, 1 << 31, 1 << 32, (1 << 40) + 5, 12345, (1 << 62) + 3], dtype=torch.int64)
+    out = torch.zeros(8, dtype=torch.int32)
+    run(x, out, grid=(1,))
+    want = [64 - int(v).bit_length() if v >= 0 else 0 for v in x.tolist()]
+    assert out.tolist() == want
+
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture

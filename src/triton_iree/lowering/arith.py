@@ -71,6 +71,8 @@ class ArithEmitter(EmitterBase):
             # multiplies by the divisor's reciprocal (within 1.5 ulp), computed once where the
             # divisor is a row's scalar (softmax divides each row by its sum).
             out(f"{r} = arith.divf {args[0]}, {args[1]} fastmath<arcp> : f32")
+        elif name == "math.ctlz" and rdtype == "i64" and self.spirv:
+            return self._ctlz_64(args[0], out)
         elif name in _INT_DIVS:
             # Division by zero is undefined in Triton but traps on a CPU; masked-off lanes
             # compute too, so guard the divisor.
@@ -85,6 +87,25 @@ class ArithEmitter(EmitterBase):
             out(f"{r} = {name} {', '.join(args)} : {rdtype}")
             if self.spirv and name in _NAN_IN_NAN_OUT and rdtype in _FLOAT_BITS:
                 return self._nan_passed_through(args, rdtype, r, out)
+        return r
+
+    def _ctlz_64(self, x: str, out) -> str:
+        """The leading zeros of an i64 from its 32-bit halves: SPIR-V's FindUMsb, which IREE
+        lowers math.ctlz to, takes 32-bit integers only ('failed to legalize operation
+        'math.ctlz'' on i64)."""
+        c32, c32i, c0, sh, hi, lo, zhi, zlo, zlo32, top, pick, r = (self.fresh() for _ in range(12))
+        out(f"{c32} = arith.constant 32 : i64")
+        out(f"{c32i} = arith.constant 32 : i32")
+        out(f"{c0} = arith.constant 0 : i32")
+        out(f"{sh} = arith.shrui {x}, {c32} : i64")
+        out(f"{hi} = arith.trunci {sh} : i64 to i32")
+        out(f"{lo} = arith.trunci {x} : i64 to i32")
+        out(f"{zhi} = math.ctlz {hi} : i32")
+        out(f"{zlo} = math.ctlz {lo} : i32")
+        out(f"{zlo32} = arith.addi {zlo}, {c32i} : i32")
+        out(f"{top} = arith.cmpi eq, {hi}, {c0} : i32")
+        out(f"{pick} = arith.select {top}, {zlo32}, {zhi} : i32")
+        out(f"{r} = arith.extui {pick} : i32 to i64")
         return r
 
     def _nan_passed_through(self, args: list[str], dtype: str, r: str, out) -> str:
