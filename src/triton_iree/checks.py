@@ -25,7 +25,7 @@ output buffer of a fixed size: with at most RECORD_ENTRIES programs, each has it
 Programs that share an entry may write it at the same time (there are no atomics); each of a
 record's i64 words is written whole, and each carries the writer's `slot // RECORD_ENTRIES` in
 its upper 32 bits, so the runtime keeps only records whose words all come from one program.
-It raises `DeviceError` for the first program among them (`runtime.Checks`).
+It raises `DeviceError` for the first program among them (`Checks`, at the end of this module).
 
 Record words: slot + 1; then, each under that 32-bit tag, the site number plus one, the low
 and the high 32 bits of the offset. The parameters this adds to the kernel (their order:
@@ -35,11 +35,16 @@ and with bounds checks each buffer argument's start and end.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import abi, program_state
 from . import tile as t
 from .analysis import analyze
+from .errors import DeviceError, LaunchError
 from .forms import Box, Poly, StructuredAccess
+
+if TYPE_CHECKING:
+    from .runtime import LoadedKernel, SharedMemory
 
 I64 = t.ScalarType("i64")
 RECORD_ENTRIES = 1024
@@ -280,3 +285,85 @@ def instrument(kernel: t.Kernel, bounds: bool = True) -> list[Site]:
     """Adds checked mode to `kernel` (in place), with bounds checks or only for its asserts;
     returns its sites, numbered from 1."""
     return _Instrumenter(kernel, bounds).run()
+
+
+# --- the launch side: reading the records back -----------------------------------------------
+
+class Checks:
+    """Checked mode (see `checks`): passes the extra arguments, reads the failure records back
+    and raises `DeviceError` for the first program that failed."""
+
+    def __init__(self, info: dict, kernel_abi: abi.Abi):
+        self.sites, self.written, self.bounds = info["sites"], info["written"], info["bounds"]
+        self.abi = kernel_abi.extended(abi.check_params([b.name for b in kernel_abi.buffers] if self.bounds else []))
+
+    @staticmethod
+    def of(metadata, kernel_abi: abi.Abi) -> "Checks | None":
+        """The checks of a kernel compiled in checked mode (its metadata has them), else None.
+        `kernel_abi`: the kernel's, with the print logs if it prints."""
+        info = getattr(metadata, "checks", None)
+        return Checks(info, kernel_abi) if info else None
+
+    def launch(self, kernel: "LoadedKernel", kernel_abi: abi.Abi, values: Sequence[Any],
+               grid: Sequence[int], shared: "SharedMemory | None" = None) -> None:
+        import torch
+
+        from .runtime import check_arguments, launch_device   # not at the top: runtime needs iree.runtime
+        spans = check_arguments(kernel.dev, kernel_abi, values, grid, kernel.name)
+        buffers = [(p.name, v) for p, v in zip(kernel_abi.params, values) if p.is_buffer]
+        # Each buffer's storage inside the buffer imported for it, [start, end) in elements, and its
+        # pointer's offset there: the import may begin before the storage (host memory, aligned).
+        bounds = {name: (max(v.untyped_storage().data_ptr() - base, 0) // v.element_size(),
+                         nbytes // v.element_size(), lead)
+                  for (name, v), (base, nbytes, lead) in zip(buffers, spans)}
+        n = grid[0] * grid[1] * grid[2]
+        if n > RECORD_ENTRIES << 32:
+            raise LaunchError(f"checked mode launches at most {RECORD_ENTRIES << 32} programs; this grid has {n}, "
+                              f"nothing ran", kernel=kernel.name)
+        records = torch.zeros((RECORD_ENTRIES, RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
+        added = {abi.CHECK_RECORDS: records}
+        for name, (start, end, _) in bounds.items():
+            added.update(zip(abi.extent_names(name), (start, end)))
+        kernel.launch(self.abi, [*values, *(added[p.name] for p in self.abi.params[len(kernel_abi.params):])], grid,
+                      shared=shared)
+        written = records[records[:, 0] != 0].tolist()
+        if written:
+            whole = sorted(r for r in map(_record, written) if r is not None)
+            slot = whole[0][0] if whole else written[0][0] - 1
+            pid = (slot % grid[0], slot // grid[0] % grid[1], slot // (grid[0] * grid[1]))
+            if not whole:
+                raise DeviceError(f"program {pid} failed a check, but failing programs that share its record "
+                                  f"wrote it at the same time, so what failed is unknown; the rest of the launch "
+                                  f"ran", kernel=kernel.name, loc="", program_id=pid)
+            _, code, offset = whole[0]
+            shared_note = "" if n <= RECORD_ENTRIES else (
+                f" (of the failing programs recorded: those whose linear ids differ by a multiple of "
+                f"{RECORD_ENTRIES} share one record, so an earlier program may have failed too)")
+            self._raise(kernel.name, self.sites[code - 1], pid, offset, bounds, shared_note)
+
+    def _raise(self, kernel: str, site: dict, pid: tuple[int, int, int], offset: int, bounds: dict,
+               note: str = "") -> None:
+        names = ", ".join(f"'{w}'" for w in self.written)
+        ran = (f"The rest of the launch ran, so {names} may have been written." if names
+               else "The kernel writes no arguments.")
+        where = dict(kernel=kernel, loc=site["loc"], program_id=pid)
+        if site["kind"] == "assert":
+            raise DeviceError(f"device_assert failed in program {pid}{note}: {site['message']}. {ran}",
+                              assert_message=site["message"], **where)
+        start, end, lead = bounds[site["param"]]
+        raise DeviceError(
+            f"out-of-bounds {site['kind']} through '{site['param']}' in program {pid}{note}: element offset {offset} "
+            f"from the pointer is outside [{start - lead}, {end - lead}), the tensor's storage; that access "
+            f"was not performed. {ran}", access=site["kind"], param=site["param"], offset=offset, **where)
+
+
+def _record(words: list[int]) -> tuple[int, int, int] | None:
+    """(slot, site number + 1, offset) of a checked-mode record (see `checks`), or None when
+    its words were written by different programs."""
+    slot = words[0] - 1
+    tag = slot // RECORD_ENTRIES & 0xFFFFFFFF
+    code, low, high = ((w & (1 << 64) - 1) for w in words[1:])
+    if any(w >> 32 != tag for w in (code, low, high)):
+        return None
+    offset = (high & 0xFFFFFFFF) << 32 | low & 0xFFFFFFFF
+    return slot, code & 0xFFFFFFFF, offset - (1 << 64) if offset >> 63 else offset

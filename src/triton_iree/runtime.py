@@ -18,18 +18,20 @@ import math
 import operator
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import iree.runtime as rt
 from iree.runtime._binding import create_hal_driver
 
 from . import targets
-from .abi import BASE, BUFFER, CHECK_RECORDS, GRID, SCALAR, Abi, check_params, extent_names, ordered_name
-from .checks import RECORD_ENTRIES, RECORD_FIELDS
+from .abi import BASE, BUFFER, GRID, SCALAR, Abi, ordered_name
 from .compile import compile_module
 from .copies import DeviceCopies
-from .errors import DeviceError, LaunchError
+from .errors import LaunchError
 from .types import ELEMENT_BYTES
+
+if TYPE_CHECKING:
+    from .checks import Checks
 
 _ELEMENT_TYPES = {
     "f32": rt.HalElementType.FLOAT_32, "f16": rt.HalElementType.FLOAT_16,
@@ -71,7 +73,6 @@ class Timeline:
         with self.lock:
             if self.semaphore is None:
                 self.semaphore = self.device.create_semaphore(0)
-                _release_at_exit()
             wait = rt.HalFence.create_at(self.semaphore, self.value)
             signal = rt.HalFence.create_at(self.semaphore, self.value + 1)
             args.push_ref(wait)
@@ -89,18 +90,12 @@ class Timeline:
 def _release_at_exit() -> None:
     """Drops the HAL objects devices keep between launches (timelines, stream orders) before the
     interpreter tears down: a HAL object that outlives its device crashes it at exit."""
-    global _release_registered
-    if not _release_registered:
-        _release_registered = True
-
-        def release() -> None:
-            for dev in _devices.values():
-                dev.timeline.semaphore = None
-                dev.order = None
-        atexit.register(release)
+    for dev in _devices.values():
+        dev.timeline.semaphore = None
+        dev.order = None
 
 
-_release_registered = False
+atexit.register(_release_at_exit)
 _devices: dict[str, Device] = {}
 _lock = threading.Lock()
 _instance: rt.VmInstance | None = None   # one VM instance for every device: a module loads once
@@ -537,84 +532,6 @@ def build_arguments(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence
             assert kind == BASE
             args.push_int(spans[slot.number][2])
     return args
-
-
-class Checks:
-    """Checked mode (see `checks`): passes the extra arguments, reads the failure records back
-    and raises `DeviceError` for the first program that failed."""
-
-    def __init__(self, info: dict, abi: Abi):
-        self.sites, self.written, self.bounds = info["sites"], info["written"], info["bounds"]
-        self.abi = abi.extended(check_params([b.name for b in abi.buffers] if self.bounds else []))
-
-    @staticmethod
-    def of(metadata, abi: Abi) -> "Checks | None":
-        """The checks of a kernel compiled in checked mode (its metadata has them), else None.
-        `abi`: the kernel's, with the print logs if it prints."""
-        info = getattr(metadata, "checks", None)
-        return Checks(info, abi) if info else None
-
-    def launch(self, kernel: LoadedKernel, abi: Abi, values: Sequence[Any],
-               grid: Sequence[int], shared: "SharedMemory | None" = None) -> None:
-        import torch
-        spans = check_arguments(kernel.dev, abi, values, grid, kernel.name)
-        buffers = [(p.name, v) for p, v in zip(abi.params, values) if p.is_buffer]
-        # Each buffer's storage inside the buffer imported for it, [start, end) in elements, and its
-        # pointer's offset there: the import may begin before the storage (host memory, aligned).
-        bounds = {name: (max(v.untyped_storage().data_ptr() - base, 0) // v.element_size(),
-                         nbytes // v.element_size(), lead)
-                  for (name, v), (base, nbytes, lead) in zip(buffers, spans)}
-        n = grid[0] * grid[1] * grid[2]
-        if n > RECORD_ENTRIES << 32:
-            raise LaunchError(f"checked mode launches at most {RECORD_ENTRIES << 32} programs; this grid has {n}, "
-                              f"nothing ran", kernel=kernel.name)
-        records = torch.zeros((RECORD_ENTRIES, RECORD_FIELDS), dtype=torch.int64, device=launch_device(values))
-        added = {CHECK_RECORDS: records}
-        for name, (start, end, _) in bounds.items():
-            added.update(zip(extent_names(name), (start, end)))
-        kernel.launch(self.abi, [*values, *(added[p.name] for p in self.abi.params[len(abi.params):])], grid,
-                      shared=shared)
-        written = records[records[:, 0] != 0].tolist()
-        if written:
-            whole = sorted(r for r in map(_record, written) if r is not None)
-            slot = whole[0][0] if whole else written[0][0] - 1
-            pid = (slot % grid[0], slot // grid[0] % grid[1], slot // (grid[0] * grid[1]))
-            if not whole:
-                raise DeviceError(f"program {pid} failed a check, but failing programs that share its record "
-                                  f"wrote it at the same time, so what failed is unknown; the rest of the launch "
-                                  f"ran", kernel=kernel.name, loc="", program_id=pid)
-            _, code, offset = whole[0]
-            shared_note = "" if n <= RECORD_ENTRIES else (
-                f" (of the failing programs recorded: those whose linear ids differ by a multiple of "
-                f"{RECORD_ENTRIES} share one record, so an earlier program may have failed too)")
-            self._raise(kernel.name, self.sites[code - 1], pid, offset, bounds, shared_note)
-
-    def _raise(self, kernel: str, site: dict, pid: tuple[int, int, int], offset: int, bounds: dict,
-               note: str = "") -> None:
-        names = ", ".join(f"'{w}'" for w in self.written)
-        ran = (f"The rest of the launch ran, so {names} may have been written." if names
-               else "The kernel writes no arguments.")
-        where = dict(kernel=kernel, loc=site["loc"], program_id=pid)
-        if site["kind"] == "assert":
-            raise DeviceError(f"device_assert failed in program {pid}{note}: {site['message']}. {ran}",
-                              assert_message=site["message"], **where)
-        start, end, lead = bounds[site["param"]]
-        raise DeviceError(
-            f"out-of-bounds {site['kind']} through '{site['param']}' in program {pid}{note}: element offset {offset} "
-            f"from the pointer is outside [{start - lead}, {end - lead}), the tensor's storage; that access "
-            f"was not performed. {ran}", access=site["kind"], param=site["param"], offset=offset, **where)
-
-
-def _record(words: list[int]) -> tuple[int, int, int] | None:
-    """(slot, site number + 1, offset) of a checked-mode record (see `checks`), or None when
-    its words were written by different programs."""
-    slot = words[0] - 1
-    tag = slot // RECORD_ENTRIES & 0xFFFFFFFF
-    code, low, high = ((w & (1 << 64) - 1) for w in words[1:])
-    if any(w >> 32 != tag for w in (code, low, high)):
-        return None
-    offset = (high & 0xFFFFFFFF) << 32 | low & 0xFFFFFFFF
-    return slot, code & 0xFFFFFFFF, offset - (1 << 64) if offset >> 63 else offset
 
 
 class SharedMemory:

@@ -11,7 +11,7 @@ from typing import Optional
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from .. import abi, compat, prints, runtime, targets
+from .. import abi, checks, compat, prints, runtime, targets
 from ..errors import LaunchError
 
 
@@ -89,7 +89,7 @@ class IreeLauncher:
         self.name = metadata.name
         self.abi = abi.of_signature(names, signature, self.name)
         self.printer = prints.Printer.of(metadata)
-        self.checks = runtime.Checks.of(metadata, self.printer.extend(self.abi) if self.printer else self.abi)
+        self.checks = checks.Checks.of(metadata, self.printer.extend(self.abi) if self.printer else self.abi)
         keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
         # The non-constexpr arguments as a tuple (itemgetter: one C call per launch).
         self.keep = operator.itemgetter(*keep) if len(keep) > 1 else lambda args: tuple(args[i] for i in keep)
