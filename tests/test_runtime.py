@@ -1,5 +1,7 @@
 """Zero-copy launches: the kernel reads and writes the caller's memory; nothing is allocated."""
 import ctypes
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import triton.language as tl
 from torch.profiler import ProfilerActivity, profile
 
 from triton_iree import abi, runtime, targets
+from triton_iree.errors import LaunchError
 
 
 @triton.jit
@@ -58,7 +61,7 @@ def test_launch_imports_the_tensors_own_memory_and_allocates_nothing(monkeypatch
     for driver in ("local-task", runtime.INLINE_DRIVER):
         dev = runtime.get_device(driver)
         monkeypatch.setattr(dev, "device", _RecordingDevice(dev.device, imports))
-    monkeypatch.setattr(runtime, "_host_views", {})
+    monkeypatch.setattr(runtime, "_views", {})
     base = torch.rand(n + 40)
     x, y = base[5:5 + n], torch.rand(n)            # x with a storage offset
     out = torch.full((n,), -1.0)
@@ -82,7 +85,7 @@ def test_the_measurements_see_a_copy(monkeypatch):
     imports = []
     dev = runtime.get_device(runtime.INLINE_DRIVER)
     monkeypatch.setattr(dev, "device", _RecordingDevice(dev.device, imports))
-    monkeypatch.setattr(runtime, "_host_views", {})
+    monkeypatch.setattr(runtime, "_views", {})
     x = torch.rand(333)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         c = x.clone()
@@ -145,9 +148,9 @@ def _mapped_address(bv):
     return bv.get_buffer().map().asarray(tuple(bv.shape), np.dtype(np.float32)).ctypes.data
 
 
-def test_dlpack_import_path_is_zero_copy_and_runs():
-    # Devices that are not local import through DLPack (`from_dlpack_capsule`). Run that path
-    # on the local-task device under another driver name.
+def test_device_memory_import_path_is_zero_copy_and_runs():
+    # GPU memory is imported through a DLPack capsule of the address range alone
+    # (`borrowed.borrowed_view`). Run that path on the local-task device under another driver name.
     dev = runtime.get_device("local-task")
     dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64, dev.timeline)
     base = torch.rand(1000 + 16)
@@ -169,6 +172,29 @@ def test_dlpack_import_path_is_zero_copy_and_runs():
     spans = runtime.check_arguments(dev, kernel_abi, values, grid, "axpy")   # dl's would refuse CPU tensors
     loaded._invoke(loaded.main, runtime.build_arguments(dl, kernel_abi, values, grid, spans))
     assert torch.equal(out, 2 * x + y)
+
+
+def test_device_memory_views_hold_no_reference_and_are_reused(monkeypatch):
+    # A view kept between launches must not keep the caller's tensor (and its memory) alive; a
+    # later tensor over the same memory gets the same view.
+    dev = runtime.get_device("local-task")
+    dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64, dev.timeline)
+    monkeypatch.setattr(runtime, "_views", {})
+    base = torch.rand(4096 + 16)
+    t = base[16:]
+    bv = runtime.import_tensor(dl, t, "f32")
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
+    assert runtime.import_tensor(dl, base[16:], "f32") is bv
+    assert runtime.import_tensor(dl, base[16:], "i32") is not bv   # another element type
+    assert _mapped_address(bv) == base.data_ptr()
+    # A tensor whose first element lies before the storage's first aligned address is refused,
+    # as memory before its storage is not the tensor's.
+    odd = torch.from_numpy(_at_alignment(1000, np.float32, 4))   # its storage starts 4 bytes past
+    with pytest.raises(LaunchError, match="storage does not start 64-byte aligned"):
+        runtime.import_tensor(dl, odd[1:], "f32")
 
 
 def _at_alignment(n, dtype, misalign):
