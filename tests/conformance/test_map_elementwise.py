@@ -46,9 +46,11 @@ def test_map_elementwise_if(dtype, n):
     x = torch.randn(n).to(dtype)
     alpha = torch.rand(n).to(dtype) + 1
     out = torch.zeros(n, dtype=dtype)
-    map_kernel[(triton.cdiv(n, BLOCK),)](x, alpha, out, out, n, FN="selu", BLOCK=BLOCK)
+    unused = torch.full((4,), 7.0, dtype=dtype)   # selu's kernel writes o1 only
+    map_kernel[(triton.cdiv(n, BLOCK),)](x, alpha, out, unused, n, FN="selu", BLOCK=BLOCK)
     ref = torch.where(x > 0, x.float(), alpha.float() * (torch.exp(x.float()) - 1)).to(dtype)
     torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
+    assert (unused == 7.0).all()
 
 
 @pytest.mark.construct("tl.map_elementwise")
