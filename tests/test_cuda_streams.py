@@ -112,8 +112,12 @@ gpu = pytest.mark.skipif(not _iree_cuda(), reason="needs a CUDA GPU that torch a
 
 @pytest.fixture(scope="module")
 def add():
-    return aot.Launcher(aot.compile_kernel(add_kernel, ADD, {"BLOCK_SIZE": 1024}, target="cuda").vmfb,
-                        "add_kernel", ADD, "cuda")
+    launcher = aot.Launcher(aot.compile_kernel(add_kernel, ADD, {"BLOCK_SIZE": 1024}, target="cuda").vmfb,
+                            "add_kernel", ADD, "cuda")
+    x = torch.ones(1024, device="cuda")
+    launcher(x, x, x, 1024, grid=(1,))   # the first launch loads the kernels, waiting on the host
+    assert launcher.kernel.main.loaded and torch.equal(x, torch.full_like(x, 2.0))
+    return launcher
 
 
 def _busy():
@@ -188,3 +192,22 @@ def test_jit_launches_are_ordered_too():
         torch.testing.assert_close(out, torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)
     finally:
         triton.runtime.driver.reset_active()
+
+
+@gpu
+@pytest.mark.parametrize("native", [False, True])
+def test_kernels_needing_a_synchronizing_load_do_not_hang(native):
+    # CUDA loads a kernel at its first launch, which for these tensor-core kernels (128 x 128
+    # tiles, dynamic shared memory) waits for the device to be idle: an ordered first launch hung.
+    m, n, k = 1000, 777, 333
+    fn, sig, constexprs, _ = MODULES["matmul-fp16"]
+    arch = {"arch": "sm_%d%d" % torch.cuda.get_device_capability()} if native else {}
+    launcher = aot.Launcher(aot.compile_kernel(fn, sig, constexprs, target="cuda", num_warps=8, native=native,
+                                               **arch).vmfb, "matmul_kernel", sig, "cuda")
+    a, b = torch.randn(m, k, device="cuda", dtype=torch.float16), torch.randn(k, n, device="cuda", dtype=torch.float16)
+    want = a.float() @ b.float()
+    for _ in range(3):   # the first, then ordered launches
+        c = torch.zeros(m, n, device="cuda")
+        _busy()
+        launcher(a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride(), grid=((m + 127) // 128, (n + 127) // 128))
+        torch.testing.assert_close(c.clone(), want, rtol=1e-2, atol=1e-2 * k ** 0.5)

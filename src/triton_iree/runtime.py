@@ -193,6 +193,11 @@ class _Context:
         # its ordered twin (`abi.ordered_name`) runs it in order with torch's stream.
         self.fenced = self.function.reflection.get("iree.abi.model") == "coarse-fences"
         self.ordered = module.lookup_function(ordered_name(name)) if self.fenced else None
+        # Whether a launch has run the module's kernels. The first one waits on the host instead
+        # of running ordered: CUDA loads a kernel at its first launch (lazy loading, CUDA 12's
+        # default), which can wait for the whole device to be idle, and torch's stream, waiting
+        # for the ordered launch's signal, never is (the fp16 matmuls of 128 x 128 tiles hung so).
+        self.loaded = False
         # Result lists that host launches reuse (a new one costs ~0.3 us; an invoke empties the
         # list it is given first). Only on the host, where a result kept until the next launch is
         # a view of host memory holding no reference to its tensor (like `_views`' views);
@@ -255,7 +260,7 @@ class LoadedKernel:
             finally:
                 _vulkan_launch.copies = None
         args = build_arguments(ctx.dev, abi, values, grid, spans)   # targets.DEVICE
-        if ctx.ordered is not None:
+        if ctx.ordered is not None and ctx.loaded:
             dev = ctx.dev
             if dev.order is None:
                 dev.order = targets.for_driver(dev.driver).stream_order(lambda t: import_tensor(dev, t, "i64"))
@@ -268,6 +273,7 @@ class LoadedKernel:
                     raise LaunchError(f"the IREE runtime failed to queue the launch: {e}", kernel=self.name) from None
         torch_stream_sync()
         self._invoke(ctx, args)
+        ctx.loaded = True
 
     def _launch_host(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                      shared: "SharedMemory | None") -> None:
