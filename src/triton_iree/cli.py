@@ -79,7 +79,10 @@ def _parser() -> argparse.ArgumentParser:
                       help="write the IREE input module to -o instead of compiling it")
     comp.add_argument("--print-command", action="store_true",
                       help="print the iree-compile command to stdout; its input, the IREE input module, "
-                           "is kept next to the output (OUTPUT without .vmfb, plus .iree.mlir)")
+                           "is kept next to the output (OUTPUT without .vmfb, plus .iree.mlir); for vulkan "
+                           "and metal-spirv three commands, one a line: iree-compile to the executables "
+                           "(OUTPUT without .vmfb, plus .executables.mlir), triton-iree's rewrite of them, "
+                           "iree-compile from there")
 
     from .bench import add_arguments as bench_arguments
     bench_arguments(sub.add_parser("bench", help="run the CPU workload suite against torch (needs torch)"))
@@ -190,8 +193,8 @@ def _cmd_compile(args) -> None:
     if args.print_command:
         kept = _kept_module_path(args.output)
         _write(kept, module)
-        print(iree_compile.shell_command(iree_compile.command_line(target, kept, args.output, iree_compile.env_flags())),
-              flush=True)
+        for cl in iree_compile.commands(target, kept, args.output, iree_compile.env_flags()):
+            print(iree_compile.shell_command(cl), flush=True)
     if vmfb is None:
         vmfb = iree_compile.compile_module(module, target, name=name, use_cache=False)
     _write(args.output, vmfb)

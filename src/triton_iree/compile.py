@@ -60,6 +60,31 @@ def command_line(target: Target, input_path: str = "input.mlir", output_path: st
         return build_compile_command_line(input_path, tfs, options)
 
 
+# Where iree-compile stops for a target's `executable_rewrite` and starts again after it: IREE's
+# code generation is done, its executables are not serialized yet.
+REWRITE_PHASE = "executable-targets"
+
+
+def commands(target: Target, input_path: str = "input.mlir", output_path: str = "out.vmfb",
+             extra: tuple[str, ...] = ()) -> list[list[str]]:
+    """The commands that compile `input_path` to `output_path`, as `build` runs them: the one of
+    `command_line`; or, for a target with an `executable_rewrite`, iree-compile to REWRITE_PHASE
+    (into `<output>.executables.mlir`), the rewrite of that file in place (`python -m
+    triton_iree.compile`), and iree-compile from it."""
+    if not target.executable_rewrite:
+        return [command_line(target, input_path, output_path, extra)]
+    stage = executables_path(output_path)
+    return [command_line(target, input_path, stage, (*extra, f"--compile-to={REWRITE_PHASE}")),
+            [sys.executable, "-m", "triton_iree.compile", target.name, target.arch, stage],
+            command_line(target, stage, output_path, (*extra, f"--compile-from={REWRITE_PHASE}"))]
+
+
+def executables_path(output_path: str) -> str:
+    """Where a two-stage compile (`commands`) keeps its executables: next to the output."""
+    base = output_path[:-len(".vmfb")] if output_path.endswith(".vmfb") else output_path
+    return base + ".executables.mlir"
+
+
 def shell_command(cl: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cl)
 
@@ -83,8 +108,9 @@ def cpu_key(target: Target) -> str:
 
 def cache_key(module_text: str, target: Target, extra: tuple[str, ...] = ()) -> str:
     h = hashlib.sha256()
+    rewrite = (target.executable_rewrite,) if target.executable_rewrite else ()
     for part in (module_text, target.name, *COMMON_FLAGS, *target.flags, *extra, iree_version(),
-                 cpu_key(target)):
+                 cpu_key(target), *rewrite):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -292,18 +318,37 @@ def _make_workdir(name: str) -> Path:
 
 def _run_iree_compile(module_text: str, target: Target, name: str,
                       extra: tuple[str, ...]) -> tuple[bytes, str | None]:
-    """The vmfb, and for llvm-cpu LLVM's stack usage report of its code."""
-    timeout = compile_timeout()
+    """The vmfb, and for llvm-cpu LLVM's stack usage report of its code. A target with an
+    `executable_rewrite` compiles in two stages with the rewrite between them (`commands`)."""
+    deadline = time.perf_counter() + compile_timeout()
     workdir = _make_workdir(name)
     src, out, usage = workdir / f"{name}.iree.mlir", workdir / f"{name}.vmfb", workdir / f"{name}.stack"
     src.write_text(module_text)
-    cl = command_line(target, str(src), str(out), extra)
+    stages = commands(target, str(src), str(out), extra)
     if target.is_cpu:
-        cl.append(f"--stack-usage-file={usage}")   # LLVM appends each function's frame size
+        stages[-1].append(f"--stack-usage-file={usage}")   # LLVM appends each function's frame size
+    stderr = _run_stage(stages[0], target, name, workdir, deadline)
+    if len(stages) > 1:   # the rewrite of the first stage's output, and iree-compile from there
+        stage = Path(stages[1][-1])
+        stage.write_text(target.rewrite_executables(stage.read_text()))
+        stderr = _run_stage(stages[2], target, name, workdir, deadline)
+    try:
+        if stderr:
+            log.debug("iree-compile for %s: %s", name, stderr)
+        return out.read_bytes(), (usage.read_text() if usage.exists() else "") if target.is_cpu else None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_stage(cl: list[str], target: Target, name: str, workdir: Path, deadline: float) -> str:
+    """Runs one iree-compile command until `deadline` (a `time.perf_counter()`); its stderr, or
+    CompileError / ResourceLimitError with the command that reproduces the failure on the
+    input kept in `workdir`."""
+    timeout = compile_timeout()
     kept = f"the input is kept in {workdir}; to reproduce: {shell_command(cl)}"
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cl, capture_output=True, timeout=timeout, preexec_fn=_die_with_parent())
+        proc = subprocess.run(cl, capture_output=True, timeout=max(0.0, deadline - t0), preexec_fn=_die_with_parent())
     except subprocess.TimeoutExpired:
         (workdir / _KEPT).touch()
         raise CompileError(f"iree-compile ran longer than the {timeout:g} s limit and was stopped (set "
@@ -329,12 +374,7 @@ def _run_iree_compile(module_text: str, target: Target, name: str,
             " (IREE's GPU code generation does not handle every Triton kernel yet; on CUDA, native mode, "
             "`triton-iree compile --native`, runs Triton's own kernel)")
         raise CompileError(f"iree-compile failed{hint}:\n  $ {shell_command(cl)}\n{_trim(stderr)}", kernel=name)
-    try:
-        if stderr:
-            log.debug("iree-compile for %s: %s", name, stderr)
-        return out.read_bytes(), (usage.read_text() if usage.exists() else "") if target.is_cpu else None
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    return stderr
 
 
 # iree-compile's llvm-cpu diagnostic for a dispatch whose stack allocations exceed the limit.
@@ -378,3 +418,16 @@ def dump_module(where: str, name: str, module_text: str, target: Target, extra: 
     command = shell_command(command_line(target, f"{name}.iree.mlir", f"{name}.vmfb", extra))
     dump(where, "iree-compile.sh", f'#!/bin/sh\ncd "$(dirname "$0")" || exit 1\nexec {command}\n')
     (dump_root() / where / "iree-compile.sh").chmod(0o755)
+
+
+def _rewrite_main(argv: list[str]) -> None:
+    """`python -m triton_iree.compile TARGET ARCH FILE`: the executable rewrite of `commands`,
+    on FILE in place."""
+    from .targets import target_class
+    name, arch, path = argv
+    file = Path(path)
+    file.write_text(target_class(name)(arch=arch).rewrite_executables(file.read_text()))
+
+
+if __name__ == "__main__":
+    _rewrite_main(sys.argv[1:])

@@ -23,8 +23,9 @@ MLIR expands into them (expm1, log1p, powf, the hyperbolic functions); the f64 f
   log and log1p.
 
 Vulkan drivers may reassociate and contract float arithmetic (SPIR-V without NoContraction):
-Mesa folds (1 + x) - 1 to x, which breaks Kahan's expm1 and log1p and Knuth's two-sum. So nothing
-here relies on a float identity for its extra bits: exact parts are made by clearing low
+Mesa folds (1 + x) - 1 to x, which breaks Kahan's expm1 and log1p and Knuth's two-sum. The SPIR-V
+targets mark every float op NoContraction (`targets.spirv`), and besides nothing here relies on a
+float identity for its extra bits: exact parts are made by clearing low
 significand bits in integer arithmetic (opaque to such folding), and each sum whose rounding
 error is kept is exact by construction. C's results at the edges: exp(+-inf) = inf / 0,
 log(0) = -inf, log of negative numbers NaN, expm1(-inf) = -1, log1p(-1) = -inf, the hyperbolic

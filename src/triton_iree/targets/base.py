@@ -85,6 +85,16 @@ class Target(abc.ABC):
         besides; unchanged by default."""
         return module_text
 
+    # A rewrite of the module's executables after IREE's code generation and before it
+    # serializes them (`rewrite_executables`); its name is part of each module's cache key. ""
+    # for none: then iree-compile runs once, otherwise twice (`compile.commands`).
+    executable_rewrite: ClassVar[str] = ""
+
+    def rewrite_executables(self, text: str) -> str:
+        """The module as `iree-compile --compile-to=executable-targets` prints it (`text`), with
+        the target's `executable_rewrite` done; for iree-compile to finish from there."""
+        return text
+
     @classmethod
     def stream_order(cls, import_tensor):
         """What orders this driver's launches with torch's stream on the device (an object with

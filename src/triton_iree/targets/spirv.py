@@ -3,17 +3,21 @@ pipeline). What GPU targets share: `gpu.py`.
 
 `Vulkan` names the SPIR-V properties the emitter works around, and `MetalSpirv` inherits them
 from it: dispatches are configured for IREE's SPIR-V pipelines (`SpirvTiling.spirv`), SPIR-V
-vectors have at most 4 elements (`narrow_vectors`), and f64 exp, log and the functions built on
+vectors have at most 4 elements (`narrow_vectors`), f64 exp, log and the functions built on
 them are inline f64 arithmetic (`prepare`: `f64_exp_log`; GLSL.std.450 has them for 16- and
-32-bit floats only). Vulkan's runtime side (its driver, tensors
-passed as copies) is Vulkan's own; metal-spirv is compile-only here.
+32-bit floats only), and every float add,
+subtract, multiply and divide of the SPIR-V is marked NoContraction, so that drivers round each
+on its own (`rewrite_executables`). Vulkan's runtime side (its driver, tensors passed as copies)
+is Vulkan's own; metal-spirv is compile-only here.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from .. import f64_exp_log, tile as t
+from ..errors import CompileError
 from .base import COPIED
 from .gpu import ROW_VECTOR, Gpu, GpuTiling
 
@@ -110,6 +114,13 @@ class SpirvTiling(GpuTiling):
         return attrs
 
 
+# SPIR-V's float arithmetic ops (`Vulkan.rewrite_executables`), as IREE prints them
+# (`%r = spirv.FAdd %a, %b : f32`, a location may follow).
+_FLOAT_OPS = "FAdd|FSub|FMul|FDiv|FRem|FMod|FNegate|VectorTimesScalar|Dot"
+_FLOAT_OP = re.compile(rf"(= spirv\.(?:{_FLOAT_OPS}) [^:{{}}\n]*?)(?: {{no_contraction}})?( : )")
+_FLOAT_OP_NAME = re.compile(rf"\bspirv\.(?:{_FLOAT_OPS})\b")
+
+
 @dataclass(frozen=True)
 class Vulkan(Gpu):
     """IREE's vulkan-spirv target and vulkan driver, on torch CPU tensors passed as copies
@@ -125,6 +136,7 @@ class Vulkan(Gpu):
     # SPIR-V has no vectors wider than 4 elements: tiles cross control flow as tensors, and
     # 2-D tiles are loaded by rows rather than through a slab's 2-D view.
     narrow_vectors: ClassVar[bool] = True
+    executable_rewrite: ClassVar[str] = "no_contraction"   # `rewrite_executables`
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -138,6 +150,23 @@ class Vulkan(Gpu):
     def device_subgroup(self) -> int:
         """The subgroup size of IREE's target for the arch (lavapipe's is 8)."""
         return 8 if self.arch == "llvmpipe" else 32
+
+    def rewrite_executables(self, text: str) -> str:
+        """Every float add, subtract, multiply, divide, remainder, negation and dot product of
+        the SPIR-V marked `no_contraction` (SPIR-V's NoContraction decoration, which MLIR's
+        serializer writes for that attribute; IREE's conversion to SPIR-V keeps no attribute of
+        the arith ops, so it is set on the SPIR-V ops, before serialization). Without it a
+        Vulkan driver may contract and reassociate float arithmetic (Vulkan's precision rules),
+        and Mesa's does: lavapipe folded (x + 1.5 2^52) - 1.5 2^52 into x, so f32 sin's argument
+        reduction gave 0 for every x, and two-sums and Dekker's products, on which the f64
+        functions' reductions rely, lose their low parts. With it each such op is rounded on its
+        own, and none is fused into a multiply-add (IREE's explicit ones, a matmul's, stay
+        fused)."""
+        marked, n = _FLOAT_OP.subn(r"\1 {no_contraction}\2", text)
+        if n != len(_FLOAT_OP_NAME.findall(text)):
+            raise CompileError("a SPIR-V float op IREE printed in an unexpected form could not be marked "
+                               "no_contraction (the driver might then reassociate it)")
+        return marked
 
     def prepare(self, kernel: t.Kernel) -> None:
         # SPIR-V's GLSL.std.450 has no f64 Exp, Log, Exp2, Log2 or Pow: f64 exp, log and the
