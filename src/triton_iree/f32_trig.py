@@ -4,8 +4,8 @@ IREE's own f32 math.sin / math.cos / math.tan reduce their argument in f32 with 
 approximation of pi: wrong by 2.8e-3 at |x| of 1e5 and completely at 1e8. Here the argument is
 reduced in f64 arithmetic, exactly enough for every f32, in one of two ways; a tile whose |x| are
 all below 2^24 (found by a max over the tile's bits) runs only the short one, any other tile the
-long one (an scf.if on the tile, each branch yielding the f32 result; on CUDA and HIP the long
-one alone, see `targets.llvmgpu.drop_shortcuts`), a scalar the long one:
+long one (an scf.if on the tile, each branch yielding the f32 result; on the GPU targets the long
+one alone, see `targets.gpu.drop_shortcuts`), a scalar the long one:
 
 - short (|x| < 2^24): Cody-Waite on x. n = round(x / pi) (sin), round(x / pi - 1/2) (cos) or
   round(2x / pi) (tan), by adding and subtracting 1.5 * 2^52 (no C library call for rounding;

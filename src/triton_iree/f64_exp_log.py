@@ -320,18 +320,20 @@ def expand(opname: str, args: list[t.Value], loc: str, emit: Callable[[t.Op], t.
 
 
 def expand_kernel(kernel: t.Kernel) -> None:
-    """Every f64 op of FUNCTIONS in `kernel` (in any block) replaced by its inline expansion. The
-    expansion of a tile op is the body of a `t.MapElementwise` on scalars: one linalg op per
-    function, its intermediate values scalars. (As tile ops, each value the expansion uses twice
-    would be a tile of its own: on Vulkan a buffer in workgroup memory, 47 KiB for a 256-element
-    pow.)"""
+    """Every f64 op of FUNCTIONS in `kernel` (in any block) replaced by its inline expansion, as
+    ops of the op's own shape. On the SPIR-V targets the lowering computes a value that one
+    linalg op alone reads in that op's body (`ModuleEmitter._is_leaf`), so a tile's expansion is
+    part of the one linalg op that reads its result, its intermediate values scalars. (As the
+    body of a `t.MapElementwise` of its own, the expansion's argument and result were tiles
+    beside those of the expressions around it: f64 tanh and erf of 1024 elements took 40 and 49
+    KiB of workgroup memory, more than lavapipe's 32 KiB.)"""
     subst: dict[int, t.Value] = {}
     for block in kernel.blocks():
         ops: list[t.Op] = []
         for o in block.ops:
             r = None
             if isinstance(o, t.Elementwise) and o.opname in FUNCTIONS and o.result.dtype == "f64":
-                r = _expanded(o, ops)
+                r = expand(o.opname, o.args, o.loc, lambda x: (ops.append(x), x.result)[1])
             if r is None:
                 ops.append(o)
             else:
@@ -339,24 +341,3 @@ def expand_kernel(kernel: t.Kernel) -> None:
         block.ops = ops
     if subst:
         t.replace_uses(kernel, subst)
-
-
-def _expanded(o: t.Elementwise, ops: list[t.Op]) -> Optional[t.Value]:
-    """`o`'s expansion, its ops added to `ops`."""
-    def emit_into(out: list[t.Op]) -> Callable[[t.Op], t.Value]:
-        def emit(x: t.Op) -> t.Value:
-            out.append(x)
-            return x.result
-        return emit
-
-    if not o.result.is_tile:
-        return expand(o.opname, o.args, o.loc, emit_into(ops))
-    body = t.Block()
-    body.args = [t.Value(t.ScalarType(a.dtype), body) for a in o.args]
-    r = expand(o.opname, body.args, o.loc, emit_into(body.ops))
-    if r is None:
-        return None
-    body.yields = [r]
-    m = t.MapElementwise(o.args, body, [o.result.type], o.loc)
-    ops.append(m)
-    return m.results[0]

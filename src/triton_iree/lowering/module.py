@@ -297,9 +297,12 @@ class ModuleEmitter(EmitterBase):
         if isinstance(op, _CHEAP_OPS):
             return False
         if isinstance(op, t.Elementwise):
-            # (GPU modules keep a tile per such value: their lowering was validated on the device.)
+            # (CUDA and HIP modules keep a tile per such value: their lowering was validated on
+            # the device. On the SPIR-V targets every tile is a buffer in workgroup memory, and
+            # as tiles the values of f32 sin's and the f64 functions' expansions took 40 to 330
+            # KiB, beyond lavapipe's 32 KiB.)
             return self._use_counts.get(v.id, 0) > 1 and t.is_float(v.dtype) and \
-                (self.options.gpu_tiling is not None or len(self._consumers(v)) > 1)
+                (self.llvmgpu or len(self._consumers(v)) > 1)
         return True
 
     def _consumers(self, v: t.Value) -> frozenset[int]:

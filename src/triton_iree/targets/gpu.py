@@ -39,7 +39,7 @@ On CUDA and HIP the parts of a program that read, combine and write element afte
 (atomics, scatters, histograms, scans, gathers of 2-D tiles, reductions to 64-bit scalars) run on
 the workgroup's first thread between barriers (`EmitterBase._on_one_thread`); fills of a stored
 scalar's element or of a tile in workgroup memory are spread over the threads on their own; and
-f32 sin, cos and tan take their general argument reduction per element (`llvmgpu.drop_shortcuts`).
+f32 sin, cos and tan take their general argument reduction per element, as on Vulkan (`drop_shortcuts`).
 """
 from __future__ import annotations
 
@@ -117,3 +117,43 @@ class Gpu(Target):
     def emit_options(self, num_warps: int = 4) -> "EmitOptions":
         from ..lowering.options import EmitOptions
         return EmitOptions(max_workgroups=None, full_tiles=False, gpu_tiling=self.tiling(num_warps))
+
+
+def drop_shortcuts(kernel: t.Kernel) -> None:
+    """Each `If` with a shortcut (`t.If.shortcut`: f32 sin, cos and tan) becomes its general
+    branch, and the ops that only computed its condition go. The condition reduces the whole
+    tile (a max of |x|), which makes IREE configure the dispatch itself, as a reduction, and
+    would run an elementwise kernel as one: on CUDA it failed to ('failed to distribute': tl.cos
+    of 64 f32); on Vulkan IREE's SubgroupReduce configuration refused it ('expected to contain
+    <= 1 scf.if ops', 'contains conflicting lowering configuration'), and with the lowering's
+    BaseDistribute configuration the If's tensor results failed to bufferize ('incompatible
+    buffer types on then/else branches'). Each thread takes the general path for its own
+    elements instead."""
+    subst: dict[int, t.Value] = {}
+
+    def inline(block: t.Block) -> None:
+        ops = []
+        for op in block.ops:
+            for region in op.regions():
+                inline(region)
+            if isinstance(op, t.If) and op.shortcut:
+                ops += op.then.ops
+                subst.update({r.id: y for r, y in zip(op.results, op.then.yields)})
+            else:
+                ops.append(op)
+        block.ops = ops
+
+    inline(kernel.body)
+    if not subst:
+        return
+
+    t.replace_uses(kernel, subst)
+    blocks = kernel.blocks()
+    while True:   # the condition's ops, now unused
+        uses = t.uses(kernel)
+        dead = {id(op) for op in kernel.walk() if isinstance(op, (t.Constant, t.Elementwise, t.Reduce, t.Reshape))
+                and not any(uses.get(r.id) for r in op.results)}
+        if not dead:
+            return
+        for b in blocks:
+            b.ops = [op for op in b.ops if id(op) not in dead]

@@ -1,6 +1,6 @@
 """cuda and hip: IREE's LLVMGPU code generation (`LlvmGpuTiling`: TileAndFuse, vector
 distribution of row reductions and of tensor-core matmuls) and the rewrites of the tile program
-it needs (`drop_shortcuts`, `sink_stored_reshapes`). What GPU targets share: `gpu.py`.
+it needs (`gpu.drop_shortcuts`, `sink_stored_reshapes`). What GPU targets share: `gpu.py`.
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from .. import tile as t
-from .gpu import ROW_VECTOR, Gpu, GpuTiling
+from .gpu import ROW_VECTOR, Gpu, GpuTiling, drop_shortcuts
 
 # Tensor-core instructions IREE's CUDA target offers from sm_80 on, by (operand, accumulator)
 # element type, with their M x N x K shape.
@@ -139,42 +139,6 @@ def _loaded_from(v: t.Value, buffers: set) -> bool:
     if isinstance(op, t.Load):
         return id(op.buffer) in buffers
     return isinstance(op, t.Elementwise) and any(_loaded_from(a, buffers) for a in op.args)
-
-
-def drop_shortcuts(kernel: t.Kernel) -> None:
-    """CUDA and HIP: each `If` with a shortcut (`t.If.shortcut`: f32 sin, cos and tan) becomes its
-    general branch, and the ops that only computed its condition go. The condition reduces the
-    whole tile (a max of |x|), which makes IREE configure the dispatch itself, as a reduction: it
-    failed to ('failed to distribute': tl.cos of 64 f32), and would have run an elementwise
-    kernel as one. Each thread takes the general path for its own elements instead."""
-    subst: dict[int, t.Value] = {}
-
-    def inline(block: t.Block) -> None:
-        ops = []
-        for op in block.ops:
-            for region in op.regions():
-                inline(region)
-            if isinstance(op, t.If) and op.shortcut:
-                ops += op.then.ops
-                subst.update({r.id: y for r, y in zip(op.results, op.then.yields)})
-            else:
-                ops.append(op)
-        block.ops = ops
-
-    inline(kernel.body)
-    if not subst:
-        return
-
-    t.replace_uses(kernel, subst)
-    blocks = kernel.blocks()
-    while True:   # the condition's ops, now unused
-        uses = t.uses(kernel)
-        dead = {id(op) for op in kernel.walk() if isinstance(op, (t.Constant, t.Elementwise, t.Reduce, t.Reshape))
-                and not any(uses.get(r.id) for r in op.results)}
-        if not dead:
-            return
-        for b in blocks:
-            b.ops = [op for op in b.ops if id(op) not in dead]
 
 
 def sink_stored_reshapes(kernel: t.Kernel) -> None:

@@ -19,7 +19,7 @@ from typing import ClassVar, Optional
 from .. import f64_exp_log, tile as t
 from ..errors import CompileError
 from .base import COPIED
-from .gpu import ROW_VECTOR, Gpu, GpuTiling
+from .gpu import ROW_VECTOR, Gpu, GpuTiling, drop_shortcuts
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,8 @@ class Vulkan(Gpu):
         return marked
 
     def prepare(self, kernel: t.Kernel) -> None:
+        # f32 sin, cos and tan: each element's general argument reduction (no tile-wide test).
+        drop_shortcuts(kernel)
         # SPIR-V's GLSL.std.450 has no f64 Exp, Log, Exp2, Log2 or Pow: f64 exp, log and the
         # functions IREE builds on them as inline f64 arithmetic.
         f64_exp_log.expand_kernel(kernel)
