@@ -264,3 +264,40 @@ def test_hypot_special_values(dtype):
     ys = [0.0, 0.0, -4.0, big, 1.0, 1e-30, float("nan"), float("inf"), 2.0, 0.0, -0.0]
     x, y = torch.tensor(xs * 17, dtype=dtype)[:N], torch.tensor(ys * 17, dtype=dtype)[:N]
     torch.testing.assert_close(_run("hypot", x, y), torch.hypot(x, y), rtol=TOL[dtype], atol=0, equal_nan=True)
+
+
+@triton.jit
+def fmod_kernel(x_ptr, y_ptr, out_ptr, n, LIBDEVICE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=1.0)
+    y = tl.load(y_ptr + offs, mask=m, other=1.0)
+    tl.store(out_ptr + offs, libdevice.fmod(x, y) if LIBDEVICE else x % y, mask=m)
+
+
+@pytest.mark.construct("tl.extra.libdevice")
+@pytest.mark.parametrize("form, dtype", [("fmod", torch.float32), ("%", torch.float32), ("%", torch.float16),
+                                         ("%", torch.bfloat16)])
+def test_fmod_is_exact_over_the_whole_range(form, dtype):
+    # fmod is always exactly representable: bit for bit C's, for quotients of any size,
+    # subnormals, zeros, infinities and NaN (Vulkan's OpFRem is not exact; see f32_fmod.py).
+    g = torch.Generator().manual_seed(5)
+    n = 8 * BLOCK
+    lo, hi = (-24, 16) if dtype == torch.float16 else (-149, 128)   # the dtype's magnitudes
+
+    def mags():
+        return torch.exp2(torch.rand(n, generator=g, dtype=torch.float64) * (hi - lo) + lo) * \
+            (torch.randint(0, 2, (n,), generator=g) * 2 - 1)
+    x, y = mags(), mags()
+    x[:2 * BLOCK] = torch.rand(2 * BLOCK, generator=g, dtype=torch.float64) * 40 - 20
+    y[:2 * BLOCK] = torch.rand(2 * BLOCK, generator=g, dtype=torch.float64) * 3.5 + 0.5
+    special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-45, -3e-39, 3.4e38, 1.5, -7.0],
+                           dtype=torch.float64)
+    x[-100:], y[-100:] = special.repeat_interleave(10), special.repeat(10)
+    x, y = x.to(dtype), y.to(dtype)
+    out = torch.empty_like(x)
+    fmod_kernel[(triton.cdiv(n, BLOCK),)](x, y, out, n, LIBDEVICE=form == "fmod", BLOCK=BLOCK)
+    ref = torch.fmod(x.double(), y.double()).to(dtype)   # exact in f64, representable in dtype
+    same = (out.view(torch.int16 if dtype != torch.float32 else torch.int32) ==
+            ref.view(torch.int16 if dtype != torch.float32 else torch.int32)) | (out.isnan() & ref.isnan())
+    assert bool(same.all()), (x[~same][:4], y[~same][:4], out[~same][:4], ref[~same][:4])

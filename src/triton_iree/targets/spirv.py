@@ -5,7 +5,7 @@ pipeline). What GPU targets share: `gpu.py`.
 from it: dispatches are configured for IREE's SPIR-V pipelines (`SpirvTiling.spirv`), SPIR-V
 vectors have at most 4 elements (`narrow_vectors`), f64 exp, log and the functions built on
 them are inline f64 arithmetic (`prepare`: `f64_exp_log`; GLSL.std.450 has them for 16- and
-32-bit floats only), and every float add,
+32-bit floats only), fmod is exact integer arithmetic (`f32_fmod`), and every float add,
 subtract, multiply and divide of the SPIR-V is marked NoContraction, so that drivers round each
 on its own (`rewrite_executables`). Vulkan's runtime side (its driver, tensors passed as copies)
 is Vulkan's own; metal-spirv is compile-only here.
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .. import f64_exp_log, tile as t
+from .. import f32_fmod, f64_exp_log, tile as t
 from ..errors import CompileError
 from .base import COPIED
 from .gpu import ROW_VECTOR, Gpu, GpuTiling, drop_shortcuts
@@ -174,6 +174,8 @@ class Vulkan(Gpu):
         # SPIR-V's GLSL.std.450 has no f64 Exp, Log, Exp2, Log2 or Pow: f64 exp, log and the
         # functions IREE builds on them as inline f64 arithmetic.
         f64_exp_log.expand_kernel(kernel)
+        # OpFRem is not exact: fmod of f32, f16 and bf16 in integer arithmetic.
+        f32_fmod.expand_kernel(kernel)
 
 
 @dataclass(frozen=True)
