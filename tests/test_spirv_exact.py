@@ -2,9 +2,9 @@
 multiply, divide, remainder, negation and dot product of their SPIR-V carries the NoContraction
 decoration (`targets.spirv.Vulkan.rewrite_executables`), written between two iree-compile stages
 (`compile.commands`). Without it Vulkan lets a driver contract and reassociate float arithmetic,
-and Mesa's lavapipe folded (x + 1.5 2^52) - 1.5 2^52 into x: f32 sin's argument reduction gave 0
-for every x. The rewrite and the commands are checked without a device; the rounding itself on a
-Vulkan device (lavapipe without a GPU; skipped without one, except in CI)."""
+and Mesa's lavapipe folded (x + 1.5 2^52) - 1.5 2^52 into x: x - round(x) in f32 sin's argument
+reduction was 0 for every x. The rewrite and the commands are checked without a device; the
+rounding itself on a Vulkan device (lavapipe without a GPU; skipped without one, except in CI)."""
 import os
 import re
 import shlex

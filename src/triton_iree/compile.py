@@ -411,12 +411,13 @@ def dump(where: str, filename: str, text: str | bytes) -> None:
 
 
 def dump_module(where: str, name: str, module_text: str, target: Target, extra: tuple[str, ...]) -> None:
-    """The IREE input module and the iree-compile script that compiles it, into `where`."""
+    """The IREE input module and the script that compiles it (`commands`), into `where`."""
     if dump_root() is None:
         return
     dump(where, f"{name}.iree.mlir", module_text)
-    command = shell_command(command_line(target, f"{name}.iree.mlir", f"{name}.vmfb", extra))
-    dump(where, "iree-compile.sh", f'#!/bin/sh\ncd "$(dirname "$0")" || exit 1\nexec {command}\n')
+    *first, last = (shell_command(cl) for cl in commands(target, f"{name}.iree.mlir", f"{name}.vmfb", extra))
+    steps = "".join(f"{c} || exit 1\n" for c in first)
+    dump(where, "iree-compile.sh", f'#!/bin/sh\ncd "$(dirname "$0")" || exit 1\n{steps}exec {last}\n')
     (dump_root() / where / "iree-compile.sh").chmod(0o755)
 
 

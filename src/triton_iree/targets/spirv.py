@@ -157,11 +157,11 @@ class Vulkan(Gpu):
         serializer writes for that attribute; IREE's conversion to SPIR-V keeps no attribute of
         the arith ops, so it is set on the SPIR-V ops, before serialization). Without it a
         Vulkan driver may contract and reassociate float arithmetic (Vulkan's precision rules),
-        and Mesa's does: lavapipe folded (x + 1.5 2^52) - 1.5 2^52 into x, so f32 sin's argument
-        reduction gave 0 for every x, and two-sums and Dekker's products, on which the f64
-        functions' reductions rely, lose their low parts. With it each such op is rounded on its
-        own, and none is fused into a multiply-add (IREE's explicit ones, a matmul's, stay
-        fused)."""
+        and Mesa's does: lavapipe folded (x + 1.5 2^52) - 1.5 2^52 into x, so x - round(x) in f32
+        sin's argument reduction was 0 for every x (sin(0.5) gave 3e-45), and two-sums and
+        Dekker's products, on which the f64 functions' reductions rely, lose their low parts.
+        With it each such op is rounded on its own, and none is fused into a multiply-add
+        (IREE's explicit ones, a matmul's, stay fused)."""
         marked, n = _FLOAT_OP.subn(r"\1 {no_contraction}\2", text)
         if n != len(_FLOAT_OP_NAME.findall(text)):
             raise CompileError("a SPIR-V float op IREE printed in an unexpected form could not be marked "
