@@ -142,8 +142,11 @@ class ComputeEmitter(EmitterBase):
                        inits: list[str], init_types: list[str], out_elts: list[str],
                        yields: list[str], shape: tuple[int, ...]) -> None:
         """A linalg.generic over the static loop ranges `shape`."""
-        if not body.ins and any(x == "reduction" for x in iterators):
-            # The iteration space must be readable from some operand: add an unused input.
+        covered = {int(d) for m in [i[2] for i in body.ins] + out_maps
+                   for d in re.findall(r"d(\d+)", m.split("->", 1)[1])}
+        if len(covered) < len(shape):
+            # The iteration space must be readable from some operand: add an unused input. (A
+            # reduction of values computed in its body, or of a join along the joined dim.)
             ty = t.TileType(shape, out_elts[0]).mlir()
             e = self.fresh("dom")
             self.w(f"{e} = tensor.empty() : {ty}")
@@ -263,6 +266,8 @@ class ComputeEmitter(EmitterBase):
             r = self._elementwise(op, args, out)
         elif isinstance(op, t.Load):
             r = self._gather_elem(body, op, view)
+        elif isinstance(op, t.Join):
+            r = self._join_elem(body, op, view)
         else:
             r = self._leaf_arg(body, v, view)
         body.memo[key] = r

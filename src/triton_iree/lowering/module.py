@@ -294,8 +294,8 @@ class ModuleEmitter(EmitterBase):
             if isinstance(self.facts.access(op), StructuredAccess):
                 return True
             return self._use_counts.get(v.id, 0) > 1 or id(op.buffer) in self.written_ids
-        if isinstance(op, _CHEAP_OPS):
-            return False
+        if isinstance(op, _CHEAP_OPS) or (isinstance(op, t.Join) and self.spirv):
+            return False   # (a join on Vulkan: `ShapeEmitter._join`)
         if isinstance(op, t.Elementwise):
             # (CUDA and HIP modules keep a tile per such value: their lowering was validated on
             # the device. On the SPIR-V targets every tile is a buffer in workgroup memory, and

@@ -1,6 +1,6 @@
 """Data movement between tiles: `tl.join` / `tl.split` (and `tl.interleave`, a join and a
-reshape) as `tensor.insert_slice` (on CUDA and HIP a `linalg.generic`) / `tensor.extract_slice`
-along the last dim, `tl.cat` as two
+reshape) as `tensor.insert_slice` (on CUDA and HIP a `linalg.generic`, on Vulkan computed in the
+ops that read the joined tile) / `tensor.extract_slice` along the last dim, `tl.cat` as two
 `insert_slice`s, and `tl.gather` as a `linalg.generic` that extracts from the source tile (on CUDA
 and HIP a gather of N-D tiles as a loop on one thread)."""
 from __future__ import annotations
@@ -34,26 +34,31 @@ class ShapeEmitter(EmitterBase):
         self._bind_tile(out, cur)
 
     def _join(self, op: t.Join) -> None:
-        axis = len(op.result.shape) - 1
+        if self.spirv:
+            # On Vulkan computed where it is read (`_join_elem`), in its consumer's op: two
+            # tensor.insert_slice leave no linalg op of the joined tile's rank to carry the
+            # configuration, and a linalg.generic of its own is fused by IREE into a consumer,
+            # which then loses its configuration ('failed to get lowering configuration',
+            # 'contains conflicting lowering configuration').
+            return
         if not self.llvmgpu:
-            self._insert_parts(op.result, [(op.a, "0"), (op.b, "1")], axis)
+            self._insert_parts(op.result, [(op.a, "0"), (op.b, "1")], len(op.result.shape) - 1)
             return
         # On CUDA and HIP a linalg.generic that picks a or b by the new dim's index: IREE's
         # TileAndFuse pipeline spreads it over the threads with its consumer. Two
         # tensor.insert_slice are not fused, and leave the joined tile zero except for its
         # first elements (tl.join of pointers, tl.interleave of 2-D tiles).
-        v = op.result
-        body = _Body(len(v.shape))
-        dims = tuple(range(axis))
-        a, b = self._elem(body, op.a, dims), self._elem(body, op.b, dims)
+        self._bind_tile(op.result, self._generic_map(op.result, root=True))
+
+    def _join_elem(self, body: _Body, op: t.Join, view: tuple) -> str:
+        """The element of `tl.join(a, b)` at `view`: a's or b's, by the new last dim's index."""
+        a, b = self._elem(body, op.a, view[:-1]), self._elem(body, op.b, view[:-1])
+        if view[-1] is None:
+            return a
         first, pick = self.fresh("first"), self.fresh("join")
-        body.lines.append(f"{first} = arith.cmpi eq, {self._linalg_index(body, axis)}, {self.idx(0)} : index")
-        body.lines.append(f"{pick} = arith.select {first}, {a}, {b} : {v.dtype}")
-        out = self.fresh("join")
-        ident = self._map(len(v.shape), [f"d{i}" for i in range(len(v.shape))])
-        self._write_generic(out, body, [ident], ["parallel"] * len(v.shape), [self._empty(v.type.mlir())],
-                            [v.type.mlir()], [v.dtype], [pick], v.shape)
-        self._bind_tile(v, out)
+        body.lines.append(f"{first} = arith.cmpi eq, {self._linalg_index(body, view[-1])}, {self.idx(0)} : index")
+        body.lines.append(f"{pick} = arith.select {first}, {a}, {b} : {op.result.dtype}")
+        return pick
 
     def _cat(self, op: t.Cat) -> None:
         self._insert_parts(op.result, [(op.a, "0"), (op.b, str(op.a.shape[0]))], 0)
