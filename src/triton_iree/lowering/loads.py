@@ -66,8 +66,13 @@ class LoadEmitter(MemoryEmitter):
             self._bind_load(v, _Tensor(name, dims, ty), snapshot)
             return
         # (Masked 3-D tiles too on LLVMGPU targets: their valid rows inserted into a fill in two
-        # nested loops give wrong tiles there, as a 2 x 4 x 8 tile copied in a kernel loop.)
-        if self.gpu_mma or self.gather_loads and len(active) > 1 or self.llvmgpu and len(active) > 2 and not full:
+        # nested loops give wrong tiles there, as a 2 x 4 x 8 tile copied in a kernel loop. On
+        # Vulkan, 2-D tiles of a dispatch that reduces a tile to a scalar: IREE's SPIR-V
+        # SubgroupReduce pipeline, its own choice for tiles of fewer than 512 elements, could not
+        # flatten a workgroup-memory tile assembled row by row in a loop and then reshaped to
+        # 1-D ('failed to legalize unresolved source materialization': tl.sum of a 2-D tile).)
+        if self.gpu_mma or self.gather_loads and len(active) > 1 or self.llvmgpu and len(active) > 2 and not full or \
+                self.spirv and self.gpu_whole_reductions and len(active) > 1:
             ranges = None if full else self._masked_ranges(box, shape, active, inner)
             name = self._gather_tile(p, acc, active, rty, ranges, other)
             self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)
@@ -100,7 +105,8 @@ class LoadEmitter(MemoryEmitter):
         into loads spread over the threads, where a tile of rows (a fill with rows inserted, or
         a pad) ended up in each thread's stack, element by element (13,000 loads a thread in
         the fp16 matmul, and minutes of compile time). So do 2-D loads of programs with a part
-        on one thread (`gather_loads`)."""
+        on one thread (`gather_loads`), and on Vulkan those of a dispatch that reduces a tile to
+        a scalar (`_structured_load`)."""
         buf, dt = self._full_buffer(p), rty.dtype
         e, r, o = self._empty(rty.mlir()), self.fresh("gt"), self.fresh("o")
         dims = ", ".join(f"d{k}" for k in range(len(active)))
