@@ -99,9 +99,13 @@ class StoreEmitter(MemoryEmitter):
         op failed to resolve workgroup count hint). IREE moves no named op into the loop. On
         GPUs (CUDA, HIP, Vulkan) a tile from a linalg.fill is copied from a linalg.generic yielding its
         scalar: IREE folds a copy of a fill, and a slice of a fill, into a fill, and the copy's
-        configuration with them (a constant tile stored, masked: the same error). (Not where
-        IREE configures the dispatch, which drops the copies: `configure`.)"""
-        if (self.llvmgpu or self.spirv) and not self.gpu_whole_reductions and val in self.fills:
+        configuration with them (a constant tile stored, masked: the same error). On CUDA and
+        HIP not where IREE configures the dispatch, which drops the copies (`configure`); on
+        Vulkan there too: a masked store's slice of a fill became a fill of the slice's dynamic
+        size written straight into the buffer, which IREE's SPIR-V SubgroupReduce pipeline
+        leaves unlowered ('failed to legalize operation memref.subview': a reduction's result
+        broadcast to a tile and stored masked)."""
+        if (self.llvmgpu and not self.gpu_whole_reductions or self.spirv) and val in self.fills:
             scalar, val, rank = self.fills[val], self.fresh("const"), len(rty.shape)
             self._write_generic(val, _Body(rank), [self._map(rank, [f"d{i}" for i in range(rank)])],
                                 ["parallel"] * rank, [self._empty(rty.mlir())], [rty.mlir()], [rty.dtype],
