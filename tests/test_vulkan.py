@@ -809,6 +809,78 @@ def test_leading_zeros_of_int64():
     assert out.tolist() == want
 
 
+
+# tl.join is computed in the ops that read it: as two tensor.insert_slice it left no linalg op
+# of its rank to carry the configuration ('failed to get lowering configuration'), and as a
+# linalg.generic of its own IREE fused it into its reader, which lost its configuration (a
+# load through joined pointers: 'contains conflicting lowering configuration').
+@triton.jit
+def join_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    z = tl.join(tl.load(x_ptr + offs, mask=m), tl.load(x_ptr + n + offs, mask=m))
+    tl.store(out_ptr + 2 * offs[:, None] + tl.arange(0, 2)[None, :], z, mask=m[:, None])
+
+
+@triton.jit
+def joined_pointers_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(tl.join(x_ptr + offs, x_ptr + n + offs), mask=tl.join(m, m), other=0)
+    tl.store(out_ptr + offs, tl.sum(v, axis=1), mask=m)
+
+
+def test_join_stored_and_loaded_through():
+    x = torch.randn(200)
+    (out, whole), (sums, swhole) = padded((200,)), padded((100,))
+    launcher(join_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32", {"BLOCK": 64})(x, out, 100, grid=(2,))
+    launcher(joined_pointers_kernel, "x_ptr=*fp32,out_ptr=*fp32,n=i32", {"BLOCK": 64})(x, sums, 100, grid=(2,))
+    assert torch.equal(out, torch.stack([x[:100], x[100:]], dim=-1).reshape(-1)) and untouched(whole, out)
+    assert torch.equal(sums, x[:100] + x[100:]) and untouched(swhole, sums)
+
+
+# A 2-D tile reduced to a scalar, in a dispatch IREE configures: below 512 elements IREE's
+# SubgroupReduce pipeline failed on a tile assembled row by row and reshaped to 1-D ('failed to
+# legalize unresolved source materialization'); such tiles are read element by element.
+@triton.jit
+def tile_to_scalar_kernel(x_ptr, out_ptr, rows, cols, R: tl.constexpr, C: tl.constexpr):
+    r, c = tl.arange(0, R)[:, None], tl.arange(0, C)[None, :]
+    m = (r < rows) & (c < cols)
+    x = tl.load(x_ptr + r * cols + c, mask=m, other=0.0)
+    tl.store(out_ptr, tl.sum(x))
+    tl.store(out_ptr + 1 + r * 0 + c * 0, tl.max(tl.where(m, x, -float("inf")), axis=None, keep_dims=True))
+
+
+@pytest.mark.parametrize("r, c", [(8, 32), (4, 16), (32, 32)])
+def test_a_2d_tile_reduced_to_a_scalar(r, c):
+    run = launcher(tile_to_scalar_kernel, "x_ptr=*fp32,out_ptr=*fp32,rows=i32,cols=i32", {"R": r, "C": c})
+    rows, cols = r - 3, c - 1
+    x, (out, whole) = torch.randn(rows * cols), padded((2,))
+    run(x, out, rows, cols, grid=(1,))
+    torch.testing.assert_close(out, torch.stack([x.sum(), x.max()]))
+    assert untouched(whole, out)
+
+
+# A reduction's result broadcast to a tile and stored under a mask, in a dispatch IREE
+# configures: the slice of a linalg.fill became a fill of the masked size written into the
+# buffer, which IREE's SPIR-V SubgroupReduce pipeline left unlowered ('failed to legalize
+# operation memref.subview'); the tile is a linalg.generic yielding the scalar.
+@triton.jit
+def broadcast_max_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, tl.zeros_like(x) + tl.max(tl.where(m, x, -float("inf")), axis=0), mask=m)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_a_reduction_broadcast_and_stored_under_a_mask(dtype):
+    ty = {torch.float16: "fp16", torch.float32: "fp32"}[dtype]
+    run = launcher(broadcast_max_kernel, f"x_ptr=*{ty},out_ptr=*{ty},n=i32", {"BLOCK": 64})
+    x, (out, whole) = torch.randn(150).to(dtype), padded((150,), dtype=dtype)
+    run(x, out, 150, grid=(3,))
+    assert torch.equal(out, torch.cat([b.max().expand(len(b)) for b in x.split(64)])) and untouched(whole, out)
+
 # --- kernel[grid] through the Triton backend ---------------------------------------------------
 
 @pytest.fixture
