@@ -26,20 +26,8 @@ _STEPS = 7        # ceil(253 / _STEP): ex - ey <= 104 + 149
 
 def expand_kernel(kernel: t.Kernel) -> None:
     """Every f32, f16 and bf16 arith.remf in `kernel` (in any block) replaced by `expand`'s ops."""
-    subst: dict[int, t.Value] = {}
-    for block in kernel.blocks():
-        ops: list[t.Op] = []
-        for o in block.ops:
-            r = None
-            if isinstance(o, t.Elementwise) and o.opname == "arith.remf" and o.result.dtype in ("f32",) + _NARROW:
-                r = expand(o.args[0], o.args[1], o.loc, lambda x: (ops.append(x), x.result)[1])
-            if r is None:
-                ops.append(o)
-            else:
-                subst[o.result.id] = r
-        block.ops = ops
-    if subst:
-        t.replace_uses(kernel, subst)
+    t.expand_elementwise(kernel, lambda o, emit: expand(o.args[0], o.args[1], o.loc, emit)
+                         if o.opname == "arith.remf" and o.result.dtype in ("f32",) + _NARROW else None)
 
 
 def expand(x: t.Value, y: t.Value, loc: str, emit) -> Optional[t.Value]:

@@ -327,17 +327,5 @@ def expand_kernel(kernel: t.Kernel) -> None:
     body of a `t.MapElementwise` of its own, the expansion's argument and result were tiles
     beside those of the expressions around it: f64 tanh and erf of 1024 elements took 40 and 49
     KiB of workgroup memory, more than lavapipe's 32 KiB.)"""
-    subst: dict[int, t.Value] = {}
-    for block in kernel.blocks():
-        ops: list[t.Op] = []
-        for o in block.ops:
-            r = None
-            if isinstance(o, t.Elementwise) and o.opname in FUNCTIONS and o.result.dtype == "f64":
-                r = expand(o.opname, o.args, o.loc, lambda x: (ops.append(x), x.result)[1])
-            if r is None:
-                ops.append(o)
-            else:
-                subst[o.result.id] = r
-        block.ops = ops
-    if subst:
-        t.replace_uses(kernel, subst)
+    t.expand_elementwise(kernel, lambda o, emit: expand(o.opname, o.args, o.loc, emit)
+                         if o.opname in FUNCTIONS and o.result.dtype == "f64" else None)

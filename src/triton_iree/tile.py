@@ -534,6 +534,28 @@ def replace_uses(kernel: Kernel, subst: dict[int, Value]) -> None:
         b.yields = [new(v) for v in b.yields]
 
 
+def expand_elementwise(kernel: Kernel, expand) -> None:
+    """Replaces each Elementwise op `o` of `kernel` (in any block) for which `expand(o, emit)`
+    returns a value: the ops it passed to `emit` (which returns an op's result) take `o`'s place,
+    and `o`'s uses read that value."""
+    subst: dict[int, Value] = {}
+    for block in kernel.blocks():
+        ops: list[Op] = []
+
+        def emit(op: Op) -> Value:
+            ops.append(op)
+            return op.result
+        for o in block.ops:
+            r = expand(o, emit) if isinstance(o, Elementwise) else None
+            if r is None:
+                ops.append(o)
+            else:
+                subst[o.result.id] = r
+        block.ops = ops
+    if subst:
+        replace_uses(kernel, subst)
+
+
 def uses(kernel_or_block: Kernel | Block) -> dict[int, list[Op]]:
     """Maps each value id to the ops that use it (yields count as uses by the owning op)."""
     block = kernel_or_block.body if isinstance(kernel_or_block, Kernel) else kernel_or_block
