@@ -857,8 +857,10 @@ def test_a_2d_tile_reduced_to_a_scalar(r, c):
     rows, cols = r - 3, c - 1
     x, (out, whole) = torch.randn(rows * cols), padded((2,))
     run(x, out, rows, cols, grid=(1,))
-    torch.testing.assert_close(out, torch.stack([x.sum(), x.max()]))
-    assert untouched(whole, out)
+    # The sum in any order: within the bound of f32 summation of n terms (n ulp of sum |x|).
+    bound = x.numel() * 2.0 ** -24 * x.abs().sum().item()
+    assert abs(out[0].item() - x.double().sum().item()) <= bound, (out[0].item(), x.double().sum().item(), bound)
+    assert out[1] == x.max() and untouched(whole, out)
 
 
 # A reduction's result broadcast to a tile and stored under a mask, in a dispatch IREE
