@@ -79,21 +79,21 @@ def test_layer_norm_saving_mean_and_rstd(inductor, monkeypatch):
 def test_kernels_run_without_bounds_checks(inductor, monkeypatch):
     """Inductor compiles with Triton's debug switch (for its indexing asserts); that keeps the
     asserts but does not check bounds: a pointwise kernel launches without checked mode."""
-    from triton_iree import runtime
+    from triton_iree import checks
     from triton_iree.backend.compiler import IreeBackend
     options, launches = [], []
-    parse, launch = IreeBackend.parse_options, runtime.LoadedKernel.launch
+    parse, launch = IreeBackend.parse_options, checks.launch
 
     def parse_options(self, opts):
         options.append(parse(self, opts))
         return options[-1]
 
-    def record(self, plans, values, grid, checks=None, shared=None):
-        launches.append(checks)
-        return launch(self, plans, values, grid, checks, shared)
+    def record(kernel, plans, values, grid, kernel_checks, shared=None):
+        launches.append(kernel_checks)
+        return launch(kernel, plans, values, grid, kernel_checks, shared)
 
     monkeypatch.setattr(IreeBackend, "parse_options", parse_options)
-    monkeypatch.setattr(runtime.LoadedKernel, "launch", record)
+    monkeypatch.setattr(checks, "launch", record)
     x = torch.randn(37, 301)[:, 1:300:2]
     torch.testing.assert_close(inductor(lambda x: torch.relu(x) * 2 + 1, x), torch.relu(x) * 2 + 1)
     assert any(o.debug for o in options) and not any(o.check_bounds for o in options)

@@ -373,7 +373,7 @@ def test_after_a_cached_launch_bad_arguments_are_still_refused(monkeypatch):
     ran = []
     monkeypatch.setattr(runtime.LoadedKernel, "_invoke", lambda self, ctx, args: ran.append(1))
     values = (x, out, 32, 2.0)
-    function.launch(launcher.abi, values, (1, 1, 1), None, launcher.shared)
+    function.launch(launcher.abi, values, (1, 1, 1), launcher.shared)
     assert ran == [1]                                      # the cached list
     bad = {"an int parameter given a float": ((x, out, 32.0, 2.0), (1, 1, 1), "argument 'n'"),
            "a float parameter given a word": ((x, out, 32, "two"), (1, 1, 1), "argument 'alpha'"),
@@ -381,7 +381,7 @@ def test_after_a_cached_launch_bad_arguments_are_still_refused(monkeypatch):
            "a grid out of range": (values, (2 ** 31, 1, 1), "out of range")}
     for what, (vals, grid, message) in bad.items():
         with pytest.raises(runtime.LaunchError, match=message):
-            function.launch(launcher.abi, vals, grid, None, launcher.shared)
+            function.launch(launcher.abi, vals, grid, launcher.shared)
     assert ran == [1]
 
 

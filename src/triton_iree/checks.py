@@ -289,6 +289,15 @@ def instrument(kernel: t.Kernel, bounds: bool = True) -> list[Site]:
 
 # --- the launch side: reading the records back -----------------------------------------------
 
+def launch(kernel: "LoadedKernel", kernel_abi: abi.Abi, values: Sequence[Any], grid: Sequence[int],
+           checks: "Checks | None", shared: "SharedMemory | None" = None) -> None:
+    """Runs `kernel` on `values`, through checked mode's `checks` where the kernel has them."""
+    if checks is None:
+        kernel.launch(kernel_abi, values, grid, shared)
+    else:
+        checks.launch(kernel, kernel_abi, values, grid, shared)
+
+
 class Checks:
     """Checked mode (see `checks`): passes the extra arguments, reads the failure records back
     and raises `DeviceError` for the first program that failed."""

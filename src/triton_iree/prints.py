@@ -30,6 +30,7 @@ import sys
 from typing import Sequence
 
 from . import abi, program_state
+from .checks import launch as run_checked
 from . import tile as t
 from .errors import UnsupportedError
 from .types import ELEMENT_BYTES, TORCH_DTYPES, UNSIGNED_TORCH_DTYPES
@@ -204,8 +205,8 @@ class Printer:
         try:
             added = {abi.PRINT_SITES: sites, abi.PRINT_COUNTS: counts, abi.PRINT_CAPACITY: cap,
                      **{abi.print_value_name(i): b for i, b in enumerate(logs)}}
-            function.launch(self.extend(kernel_abi), [*values, *(added[p.name] for p in self.params)], grid,
-                            checks, shared)
+            run_checked(function, self.extend(kernel_abi), [*values, *(added[p.name] for p in self.params)],
+                        grid, checks, shared)
         finally:   # what ran printed, also when checked mode raises
             self.print([b.cpu() for b in logs], sites.cpu(), counts.cpu(), cap, grid)
 

@@ -18,21 +18,19 @@ import math
 import operator
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import iree.runtime as rt
 from iree.runtime._binding import create_hal_driver
 
 from . import targets
 from .abi import BASE, BUFFER, GRID, SCALAR, Abi, ordered_name
-from .compile import compile_module
 from .borrowed import borrowed_view
+from .compile import compile_module
 from .copies import DeviceCopies
 from .errors import LaunchError
 from .types import ELEMENT_BYTES
 
-if TYPE_CHECKING:
-    from .checks import Checks
 
 _ELEMENT_TYPES = {
     "f32": rt.HalElementType.FLOAT_32, "f16": rt.HalElementType.FLOAT_16,
@@ -232,13 +230,11 @@ class LoadedKernel:
         self._arg_lists.clear()        # they hold the context that ran them, inline or not
 
     def launch(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],
-               checks: "Checks | None" = None, shared: "SharedMemory | None" = None) -> None:
+               shared: "SharedMemory | None" = None) -> None:
         """Imports the arguments (`values`: one per `abi.params`), then runs the kernel; nothing
         runs if an argument is unusable. `shared`: the kernel's module for arguments that share
         memory, if it has one. On the host, a launch like an earlier one reuses what that one
-        built (see `_launch_host`)."""
-        if checks is not None:
-            return checks.launch(self, abi, values, grid, shared)
+        built (see `_launch_host`). (Checked mode launches through `checks.launch`.)"""
         if self.dev.memory == targets.HOST:
             return self._launch_host(abi, values, grid, shared)
         spans = check_arguments(self.dev, abi, values, grid, self.name)

@@ -121,7 +121,7 @@ class IreeLauncher:
         if self.printer is not None:
             self.printer.launch(function, self.abi, values, grid, self.checks, self.shared)
         else:
-            function.launch(self.abi, values, grid, self.checks, self.shared)
+            checks.launch(function, self.abi, values, grid, self.checks, self.shared)
         if exit_hook is not None:
             exit_hook(launch_metadata)
 
