@@ -210,6 +210,11 @@ class StreamOrder:
         self.cuda = _cuda
         self.import_tensor = import_tensor   # a torch CUDA tensor -> its HAL buffer view
         self.streams: dict[int, _Flags] = {}   # by CUDA stream handle
+        # torch's own accessors of the current device and stream (those Triton's launcher uses):
+        # a handle, not a torch.cuda.Stream object, a few microseconds less each launch.
+        from torch._C import _cuda_getCurrentRawStream, _cuda_getDevice, _cuda_isCurrentStreamCapturing
+        self.capturing, self.device, self.stream = \
+            _cuda_isCurrentStreamCapturing, _cuda_getDevice, _cuda_getCurrentRawStream
 
     def _flags(self, stream: int, device: int) -> _Flags:
         flags = self.streams.get(stream)
@@ -223,14 +228,11 @@ class StreamOrder:
     def launch(self, context, function, args, timeline) -> None:
         """Invokes `function` (an ordered twin) with `args` (the kernel's arguments) ordered with
         torch's current stream; `timeline` (`runtime.Timeline`) gives the invocation its fences."""
-        # torch's own accessors of the current device and stream (those Triton's launcher uses):
-        # a handle, not a torch.cuda.Stream object, a few microseconds less each launch.
-        from torch._C import _cuda_getCurrentRawStream, _cuda_getDevice, _cuda_isCurrentStreamCapturing
-        if _cuda_isCurrentStreamCapturing():
+        if self.capturing():
             raise LaunchError("a launch while torch captures a CUDA graph is not supported: IREE's work "
                               "cannot be captured; nothing ran")
-        device = _cuda_getDevice()
-        stream = _cuda_getCurrentRawStream(device)
+        device = self.device()
+        stream = self.stream(device)
         with timeline.lock:
             flags = self._flags(stream, device)
             flags.seq += 1
