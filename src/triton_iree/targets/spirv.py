@@ -12,7 +12,6 @@ is Vulkan's own; metal-spirv is compile-only here.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
@@ -114,11 +113,9 @@ class SpirvTiling(GpuTiling):
         return attrs
 
 
-# SPIR-V's float arithmetic ops (`Vulkan.rewrite_executables`), as IREE prints them
-# (`%r = spirv.FAdd %a, %b : f32`, a location may follow).
-_FLOAT_OPS = "FAdd|FSub|FMul|FDiv|FRem|FMod|FNegate|VectorTimesScalar|Dot"
-_FLOAT_OP = re.compile(rf"(= spirv\.(?:{_FLOAT_OPS}) [^:{{}}\n]*?)(?: {{no_contraction}})?( : )")
-_FLOAT_OP_NAME = re.compile(rf"\bspirv\.(?:{_FLOAT_OPS})\b")
+# SPIR-V's float arithmetic ops (`Vulkan.rewrite_executables`).
+_FLOAT_OPS = frozenset(f"spirv.{n}" for n in ("FAdd", "FSub", "FMul", "FDiv", "FRem", "FMod", "FNegate",
+                                               "VectorTimesScalar", "Dot"))
 
 
 @dataclass(frozen=True)
@@ -161,12 +158,26 @@ class Vulkan(Gpu):
         sin's argument reduction was 0 for every x (sin(0.5) gave 3e-45), and two-sums and
         Dekker's products, on which the f64 functions' reductions rely, lose their low parts.
         With it each such op is rounded on its own, and none is fused into a multiply-add
-        (IREE's explicit ones, a matmul's, stay fused)."""
-        marked, n = _FLOAT_OP.subn(r"\1 {no_contraction}\2", text)
-        if n != len(_FLOAT_OP_NAME.findall(text)):
-            raise CompileError("a SPIR-V float op IREE printed in an unexpected form could not be marked "
-                               "no_contraction (the driver might then reassociate it)")
-        return marked
+        (IREE's explicit ones, a matmul's, stay fused). The module is read and written with
+        MLIR's Python bindings."""
+        from iree.compiler import ir
+
+        def mark(op) -> None:
+            for region in op.regions:
+                for block in region.blocks:
+                    for inner in block.operations:
+                        inner = inner.operation
+                        if inner.name in _FLOAT_OPS:
+                            inner.attributes["no_contraction"] = ir.UnitAttr.get()
+                        mark(inner)
+        with ir.Context():
+            try:
+                module = ir.Module.parse(text)
+            except ir.MLIRError as e:
+                raise CompileError(f"the SPIR-V executables could not be read to mark their float ops "
+                                   f"no_contraction: {e}") from None
+            mark(module.operation)
+            return str(module)
 
     def prepare(self, kernel: t.Kernel) -> None:
         # f32 sin, cos and tan: each element's general argument reduction (no tile-wide test).
