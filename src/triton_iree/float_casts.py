@@ -2,6 +2,8 @@
 corrections for IREE llvm-cpu's fp8 conversions."""
 from __future__ import annotations
 
+import math
+
 from iree.compiler import ir
 
 from . import tile as t
@@ -11,6 +13,17 @@ FP8_MAX = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
 FP8_MIN_NORMAL = {"f8E4M3FN": 2.0 ** -6, "f8E5M2": 2.0 ** -14}
 FP8_MANTISSA = {"f8E4M3FN": 3, "f8E5M2": 2}
 ROUNDING_RTZ = 0
+# Significand and exponent bits of each float format.
+FORMATS = {"f64": (52, 11), "f32": (23, 8), "bf16": (7, 8), "f16": (10, 5), "f8E5M2": (2, 5), "f8E4M3FN": (3, 4)}
+
+
+def _largest_finite_bits(dtype: str, src: str) -> int:
+    """The bits, in format `src`, of the largest finite value of format `dtype`."""
+    m, e = FORMATS[dtype]
+    top = FP8_MAX.get(dtype, (2 - 2.0 ** -m) * 2.0 ** (2 ** (e - 1) - 1))
+    frac, exp = math.frexp(top)   # top = frac 2^exp, frac in [0.5, 1)
+    ms, es = FORMATS[src]
+    return ((exp - 1 + 2 ** (es - 1) - 1) << ms) | int((2 * frac - 1) * 2 ** ms)
 
 
 class FloatCasts:
@@ -80,14 +93,41 @@ class FloatCasts:
             top = FP8_MAX[ty.dtype]
             x = ew("arith.maximumf", [ew("arith.minimumf", [x, const(top, x.dtype)], x.dtype), const(-top, x.dtype)],
                    x.dtype)
-        y = self._float_cast(x, ty.dtype, loc)
         if ir.IntegerAttr(op.attributes["rounding"]).value == ROUNDING_RTZ:
-            # Rounding to nearest gave the value toward zero or the next one away from zero:
-            # in the latter case, one step less magnitude (the formats are sign-magnitude).
-            back = self._float_cast(y, x.dtype, loc)
-            away = ew("arith.cmpf", [ew("math.absf", [back], x.dtype), ew("math.absf", [x], x.dtype)], "i1",
-                      predicate="ogt")
-            bits = f"i{t.bitwidth(ty.dtype)}"
-            less = ew("arith.subi", [ew("arith.bitcast", [y], bits), const(1, bits)], bits)
-            y = ew("arith.select", [away, ew("arith.bitcast", [less], ty.dtype), y], ty.dtype)
+            x = self._toward_zero(x, ty.dtype, loc)
+        y = self._float_cast(x, ty.dtype, loc)
         self._bind(op, y)
+
+    def _toward_zero(self, x: t.Value, dtype: str, loc: str) -> t.Value:
+        """x with the significand bits that format `dtype` cannot hold at x's magnitude cleared,
+        and finite values beyond its range made its largest finite value (with their sign): x
+        truncated toward zero, exactly representable in `dtype`, so that rounding it to nearest
+        gives the cast toward zero. In integer arithmetic on x's bits: comparing x with its
+        rounded value converted back is folded away by GPU drivers (NVIDIA's Vulkan driver reads
+        extf(truncf(x)) as x). NaN and infinities keep their bits."""
+        ms, es = FORMATS[x.dtype]
+        md, ed = FORMATS[dtype]
+        ity = t.with_dtype(x.type, f"i{t.bitwidth(x.dtype)}")
+        i1 = t.with_dtype(x.type, "i1")
+
+        def ew(name, args, ty=ity, **attrs):
+            return self._emit(t.Elementwise(name, args, ty, attrs, loc)).result
+
+        def const(value):
+            return self._emit(t.Constant(value, ity, loc)).result
+
+        bits = ew("arith.bitcast", [x])
+        magnitude = ew("arith.andi", [bits, const(2 ** (t.bitwidth(x.dtype) - 1) - 1)])
+        special = ew("arith.cmpi", [magnitude, const((2 ** es - 1) << ms)], i1, predicate="uge")   # inf, NaN
+        # x's exponent (subnormals: the smallest normal one, whose spacing they share) and how far
+        # it lies below `dtype`'s smallest normal exponent, where `dtype`'s spacing grows.
+        biased = ew("arith.maxsi", [ew("arith.shrui", [magnitude, const(ms)]), const(1)])
+        below = ew("arith.maxsi", [ew("arith.subi", [const(2 - 2 ** (ed - 1) + 2 ** (es - 1) - 1), biased]),
+                                   const(0)])
+        cleared = ew("arith.minsi", [ew("arith.addi", [below, const(ms - md)]), const(ms)])
+        kept = ew("arith.andi", [bits, ew("arith.shli", [const(-1), cleared])])
+        top = const(_largest_finite_bits(dtype, x.dtype))
+        over = ew("arith.cmpi", [magnitude, top], i1, predicate="ugt")
+        sign = ew("arith.xori", [bits, magnitude])
+        kept = ew("arith.select", [over, ew("arith.ori", [sign, top]), kept])
+        return ew("arith.bitcast", [ew("arith.select", [special, bits, kept])], x.type)

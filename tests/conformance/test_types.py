@@ -96,18 +96,26 @@ def test_fp8_downcast_toward_zero(fp8, src):
     torch.testing.assert_close(y.float(), _toward_zero(x, fp8), rtol=0, atol=0, equal_nan=True)
 
 
+def _nearest_toward_zero(x, dst):
+    """x cast to `dst` toward zero, from torch's cast to nearest: that or one step toward zero
+    (the formats are sign-magnitude; beyond the range, infinity steps back to the largest finite)."""
+    near = x.to(dst)
+    away = near.double().abs() > x.double().abs()
+    ints = {2: torch.int16, 4: torch.int32}[near.element_size()]
+    return (near.view(ints) - away.to(ints)).view(dst)
+
+
 @pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
-def test_f32_to_f16_toward_zero():
+@pytest.mark.parametrize("src,dst", [(torch.float32, torch.float16), (torch.float32, torch.bfloat16)])
+def test_float_downcast_toward_zero(src, dst):
     torch.manual_seed(0)
-    x = torch.cat([torch.randn(3 * BLOCK - 1) * 100, torch.tensor([1e6, -1e6, float("inf"), float("nan")])])
-    y = _cast(x, torch.float16, "rtz").float()
-    near = x.to(torch.float16).float()
-    # Rounding toward zero: never above |x|, and at most one f16 step below round-to-nearest.
-    finite = x.abs() < 65504
-    assert bool((y[finite].abs() <= x[finite].abs()).all())
-    assert bool((y[finite].to(torch.float16).view(torch.int16) - near[finite].to(torch.float16).view(torch.int16))
-                .abs().le(1).all())
-    assert y[-4].item() == 65504 and y[-3].item() == -65504 and y[-2].item() == float("inf") and y[-1].isnan()
+    tiny = torch.finfo(dst).smallest_normal
+    top = torch.finfo(dst).max
+    x = torch.cat([torch.randn(3 * BLOCK - 1) * 100,                        # normal
+                   torch.randn(BLOCK) * tiny, torch.randn(BLOCK) * tiny / 300,  # dst's subnormals, and below
+                   torch.tensor([top * 1.5, -top * 1.5, torch.finfo(src).max, float(top), -float(top), float("inf"), float("-inf"),
+                                 float("nan"), 0.0, -0.0, 1e-45, -1e-45])]).to(src)
+    assert _same(_cast(x, dst, "rtz"), _nearest_toward_zero(x, dst))
 
 
 @triton.jit
