@@ -64,7 +64,7 @@ def _minmax(fn, nan_propagating: bool):
 
 
 _ELEMENTWISE = {
-    "arith.xori": lambda a, b: a ^ b, "arith.shli": lambda a, b: a << b, "arith.shrsi": lambda a, b: a >> b, "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
+    "arith.xori": lambda a, b: a ^ b, "arith.subi": lambda a, b: a - b, "arith.shli": lambda a, b: a << b, "arith.shrsi": lambda a, b: a >> b, "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
     "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
     "arith.maxnumf": _minmax(np.fmax, False), "arith.minnumf": _minmax(np.fmin, False),
     "arith.maximumf": _minmax(np.maximum, True), "arith.minimumf": _minmax(np.minimum, True),
@@ -105,6 +105,15 @@ def _evaluate(ops: list[t.Op], env: dict) -> dict:
                 _evaluate(op.combiner.ops, benv)
                 acc = benv[op.combiner.yields[0].id]
             env[r.id] = np.asarray(acc).astype(_NP[r.dtype])
+        elif isinstance(op, t.For):
+            lb, ub, step = (int(env[v.id]) for v in (op.lb, op.ub, op.step))
+            carried = [env[v.id] for v in op.inits]
+            for iv in range(lb, ub, step):
+                benv = {**env, op.iv.id: np.asarray(iv, dtype=_NP[op.iv.dtype]),
+                        **{a.id: c for a, c in zip(op.iter_args, carried)}}
+                _evaluate(op.body.ops, benv)
+                carried = [benv[y.id] for y in op.body.yields]
+            env.update((r.id, c) for r, c in zip(op.results, carried))
         elif isinstance(op, t.Elementwise):
             a = [env[v.id] for v in op.args]
             name = op.opname
@@ -263,55 +272,50 @@ class BitonicSort:
                 v = self._emit(t.Broadcast(v, t.TileType(shape[:-1] + (length,), "i32"), loc)).result
             return v
 
-        def bit(idx: t.Value, b: int) -> t.Value:
-            return ew("arith.cmpi", [ew("arith.andi", [idx, const(1 << b, idx, "i32")], "i32"),
-                                     const(0, idx, "i32")], "i1", {"predicate": "ne"})
+        def bit(idx: t.Value, mask: t.Value) -> t.Value:   # idx & mask != 0
+            return ew("arith.cmpi", [ew("arith.andi", [idx, mask], "i32"), const(0, idx, "i32")], "i1",
+                      {"predicate": "ne"})
+
+        def step(x: t.Value, mask: t.Value, flip: t.Value, idx: t.Value) -> t.Value:
+            """One compare-and-swap step: the partner of element j is element j ^ mask (mask: a
+            tile of one power of two), read with a gather."""
+            partner = self._emit(t.Gather(x, ew("arith.xori", [idx, mask], "i32"), axis, x.type, loc)).result
+            pred = "arith.cmpf" if t.is_float(x.dtype) else "arith.cmpi"
+            swap = ew("arith.xori", [ew(pred, [x, partner], "i1", {"predicate": gt}),
+                                     ew("arith.xori", [flip, bit(idx, mask)], "i1")], "i1")
+            return ew("arith.select", [swap, partner, x], x.dtype)
 
         def merge(x: t.Value, stage: int, alternating: bool) -> t.Value:
+            """The steps with partners at distances 2^(stage-1), ..., 2, 1."""
             idx = iota(x.shape[-1])
             # The direction of each element's pair; the same at j ^ mask, masks being below 2^stage.
-            flip = bit(idx, stage) if alternating else const(bool(descending), idx, "i1")
-            pos = {0: idx}                        # j ^ mask, by mask
-            order = list(reversed(range(stage)))
-            for g in range(0, stage, group):
-                x = steps(x, order[g:g + group], flip, pos)
-            return x
-
-        def steps(x: t.Value, bits: list[int], flip: t.Value, pos: dict) -> t.Value:
-            """The compare-and-swap steps with partners at distances 2^i, i in `bits`, in one go:
-            the element at j after them, from the elements of x at j ^ mask for every mask of
-            those bits (one gather each)."""
-            memo: dict = {}
-            pred = "arith.cmpf" if t.is_float(x.dtype) else "arith.cmpi"
-
-            def at(mask: int, done: int) -> t.Value:   # x after the first `done` steps, at j ^ mask
-                if mask not in pos:
-                    pos[mask] = ew("arith.xori", [pos[0], const(mask, pos[0], "i32")], "i32")
-                if (mask, done) not in memo:
-                    if done == 0:
-                        v = x if mask == 0 else self._emit(t.Gather(x, pos[mask], axis, x.type, loc)).result
-                    else:
-                        i = bits[done - 1]
-                        a, b = at(mask, done - 1), at(mask ^ (1 << i), done - 1)
-                        swap = ew("arith.xori", [ew(pred, [a, b], "i1", {"predicate": gt}),
-                                                 ew("arith.xori", [flip, bit(pos[mask], i)], "i1")], "i1")
-                        v = ew("arith.select", [swap, b, a], x.dtype)
-                    memo[mask, done] = v
-                return memo[mask, done]
-            return at(0, len(bits))
+            flip = bit(idx, const(1 << stage, idx, "i32")) if alternating else const(bool(descending), idx, "i1")
+            if not looped:
+                for i in reversed(range(stage)):
+                    x = step(x, const(1 << i, idx, "i32"), flip, idx)
+                return x
+            i32 = t.ScalarType("i32")
+            lb, ub, one, last = (self._emit(t.Constant(v, i32, loc)).result for v in (0, stage, 1, stage - 1))
+            body, outer = t.Block(), self.block
+            body.args = [t.Value(i32, body, "iv"), t.Value(x.type, body, "it")]
+            self.block = body
+            try:
+                i = self._emit(t.Elementwise("arith.subi", [last, body.args[0]], i32, loc=loc)).result
+                mask = self._emit(t.Elementwise("arith.shli", [one, i], i32, loc=loc)).result
+                body.yields = [step(body.args[1], self._emit(t.Splat(mask, idx.type, loc)).result, flip, idx)]
+            finally:
+                self.block = outer
+            return self._emit(t.For(lb, ub, one, [x], body, loc)).results[0]
 
         # Each step gathers from the tile the step before made. IREE's GPU code keeps each such
-        # tile in workgroup memory, with no reuse (one tile a step for 1-D tiles, 2.2 to 2.4 for
-        # 2-D ones, whose gathers run on one thread: a top k of rows). A 1024-element f32 sort's
-        # 55 steps took 216 KiB, where a CUDA (sm_80) workgroup may have 163. A network that would
-        # take more than 160 makes `group` steps at once (up to 4), from 2^group - 1 gathers of
-        # one tile.
+        # tile in workgroup memory, with no reuse: one tile a step for 1-D tiles, 2.2 to 2.4 for
+        # 2-D ones, whose gathers run on one thread (a top k of rows). A 1024-element f32 sort's
+        # 55 steps took 216 KiB on CUDA, where a workgroup (sm_80) may have 163 KiB. A network
+        # that would take more than 64 KiB makes each merge a loop whose body is one step.
         tile = math.prod(shape) * max(1, t.bitwidth(x.dtype) // 8) * (1 if axis == 0 else 2.5)
-
-        def workgroup_memory(m: int) -> float:   # merges on the whole tile, then on halves, quarters...
-            return tile * (sum(-(-s // m) for s in range(1, log_k + 1)) +
-                           sum(2.0 ** -j for j in range(1, log_n - log_k + 1)) * -(-log_k // m))
-        group = next(m for m in (1, 2, 3, 4) if workgroup_memory(m) <= 160 * 1024 or m == 4)
+        # Merges on the whole tile, then on halves, quarters, ... (a top k).
+        steps = sum(range(1, log_k + 1)) + sum(2.0 ** -j for j in range(1, log_n - log_k + 1)) * log_k
+        looped = tile * steps > 64 * 1024
 
         if k == 1 and len(combiners) == 1 and log_n != 1:
             # Triton >= 3.9 takes the min / max of the whole row for a top 1.
