@@ -1,5 +1,6 @@
-"""fp8 types: casts (`tt.fp_to_fp`) to and from fp8e4nv / fp8e5 with Triton's rounding and
-saturation, downcasts rounding toward zero, and fp8 `tl.dot`; against torch."""
+"""Float casts: to and from fp8e4nv / fp8e5 (`tt.fp_to_fp`) with Triton's rounding and
+saturation, downcasts rounding toward zero, round trips through narrower floats, and fp8
+`tl.dot`; against torch."""
 import pytest
 import torch
 import triton
@@ -85,7 +86,7 @@ def _toward_zero(x, fp8):
     return torch.where(x.isnan(), x.float(), out)
 
 
-@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.construct("downcasts toward zero (fp_downcast_rounding=\"rtz\")")
 @pytest.mark.parametrize("src", [torch.float32, torch.float16])
 @pytest.mark.parametrize("fp8", list(FP8))
 def test_fp8_downcast_toward_zero(fp8, src):
@@ -105,7 +106,7 @@ def _nearest_toward_zero(x, dst):
     return (near.view(ints) - away.to(ints)).view(dst)
 
 
-@pytest.mark.construct("fp8 casts (tt.fp_to_fp)")
+@pytest.mark.construct("downcasts toward zero (fp_downcast_rounding=\"rtz\")")
 @pytest.mark.parametrize("src,dst", [(torch.float32, torch.float16), (torch.float32, torch.bfloat16)])
 def test_float_downcast_toward_zero(src, dst):
     torch.manual_seed(0)
@@ -116,6 +117,26 @@ def test_float_downcast_toward_zero(src, dst):
                    torch.tensor([top * 1.5, -top * 1.5, torch.finfo(src).max, float(top), -float(top), float("inf"), float("-inf"),
                                  float("nan"), 0.0, -0.0, 1e-45, -1e-45])]).to(src)
     assert _same(_cast(x, dst, "rtz"), _nearest_toward_zero(x, dst))
+
+
+@triton.jit
+def round_trip_kernel(x_ptr, y_ptr, n, MID: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(y_ptr + offs, x.to(MID).to(tl.float32), mask=m)
+
+
+@pytest.mark.construct("float casts (arith.truncf, arith.extf)")
+@pytest.mark.parametrize("mid", [torch.float16, torch.bfloat16])
+def test_round_trip_through_a_narrower_float(mid):
+    """x.to(f16).to(f32) rounds x (a compiler may not fold the pair away)."""
+    torch.manual_seed(1)
+    x = torch.cat([torch.randn(3 * BLOCK - 1) * 100, torch.randn(BLOCK) * torch.finfo(mid).smallest_normal])
+    y = torch.empty_like(x)
+    round_trip_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), MID=TL[mid], BLOCK=BLOCK)
+    assert _same(y, x.to(mid).float())
+    assert not _same(y, x)
 
 
 @triton.jit
