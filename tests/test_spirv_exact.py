@@ -49,6 +49,23 @@ def test_the_rewrite_marks_every_float_op_once():
     assert vulkan.rewrite_executables(marked) == marked
 
 
+@triton.jit
+def _round_trip_kernel(x_ptr, y_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    tl.store(y_ptr + tl.arange(0, 16), x.to(tl.float16).to(tl.float32) + x.to(tl.float16).to(tl.float32))
+
+
+def test_an_upcast_of_a_downcast_is_built_from_bits():
+    """NVIDIA's Vulkan driver reads FConvert(FConvert(x)) as x (NoContraction or not): on the
+    SPIR-V targets the upcast of a rounded value is integer arithmetic on its bits."""
+    def module(target):
+        return aot.compile_kernel(_round_trip_kernel, "x_ptr=*fp32, y_ptr=*fp32", target=target,
+                                  arch="ampere" if target == "vulkan" else None, vmfb=False).module
+    assert "arith.extf" in module("llvm-cpu")
+    spirv = module("vulkan")
+    assert "arith.truncf" in spirv and "arith.extf" not in spirv and "arith.uitofp" in spirv
+
+
 def test_executables_it_cannot_read_are_an_error():
     with pytest.raises(CompileError, match="no_contraction"):
         targets.Vulkan(arch="ampere").rewrite_executables('%5 = spirv.FAdd %a, %b : f32\n')

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .. import f32_fmod, f64_exp_log, tile as t
+from .. import f32_fmod, f64_exp_log, float_casts, tile as t
 from ..errors import CompileError
 from .base import COPIED
 from .gpu import ROW_VECTOR, Gpu, GpuTiling, drop_shortcuts
@@ -115,7 +115,7 @@ class SpirvTiling(GpuTiling):
 
 # SPIR-V's float arithmetic ops (`Vulkan.rewrite_executables`).
 _FLOAT_OPS = frozenset(f"spirv.{n}" for n in ("FAdd", "FSub", "FMul", "FDiv", "FRem", "FMod", "FNegate",
-                                               "VectorTimesScalar", "Dot", "FConvert"))
+                                               "VectorTimesScalar", "Dot"))
 
 
 @dataclass(frozen=True)
@@ -149,15 +149,14 @@ class Vulkan(Gpu):
         return 8 if self.arch == "llvmpipe" else 32
 
     def rewrite_executables(self, text: str) -> str:
-        """Every float add, subtract, multiply, divide, remainder, negation, dot product and
-        conversion of the SPIR-V marked `no_contraction` (SPIR-V's NoContraction decoration, which MLIR's
+        """Every float add, subtract, multiply, divide, remainder, negation and dot product of
+        the SPIR-V marked `no_contraction` (SPIR-V's NoContraction decoration, which MLIR's
         serializer writes for that attribute; IREE's conversion to SPIR-V keeps no attribute of
         the arith ops, so it is set on the SPIR-V ops, before serialization). Without it a
         Vulkan driver may contract and reassociate float arithmetic (Vulkan's precision rules),
         and Mesa's does: lavapipe folded (x + 1.5 2^52) - 1.5 2^52 into x, so x - round(x) in f32
         sin's argument reduction was 0 for every x (sin(0.5) gave 3e-45), and two-sums and
-        Dekker's products, on which the f64 functions' reductions rely, lose their low parts;
-        a conversion pair such as x.to(f16).to(f32) may be read as x.
+        Dekker's products, on which the f64 functions' reductions rely, lose their low parts.
         With it each such op is rounded on its own, and none is fused into a multiply-add
         (IREE's explicit ones, a matmul's, stay fused). The module is read and written with
         MLIR's Python bindings."""
@@ -188,6 +187,8 @@ class Vulkan(Gpu):
         f64_exp_log.expand_kernel(kernel)
         # OpFRem is not exact: fmod of f32, f16 and bf16 in integer arithmetic.
         f32_fmod.expand_kernel(kernel)
+        # x.to(f16).to(f32) must round x: the upcast built from the f16's bits.
+        float_casts.expand_round_trips(kernel)
 
 
 @dataclass(frozen=True)
