@@ -125,8 +125,8 @@ def test_a_file_that_does_not_import_is_one_line(tmp_path):
 def test_gpu_targets_are_refused_until_validated(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_IREE_UNVALIDATED_TARGETS"}
     r = cli("compile", "examples/kernels.py:add_kernel", "--signature", ADD_SIG, "--constexpr", "BLOCK_SIZE=64",
-            "--target", "vulkan", "-o", str(tmp_path / "k.vmfb"), env=env)
-    assert "target 'vulkan' is not validated yet" in one_line_error(r)
+            "--target", "vulkan", "--arch", "rdna3", "-o", str(tmp_path / "k.vmfb"), env=env)
+    assert "target 'vulkan' is not validated yet for arch 'rdna3'" in one_line_error(r)
     assert not (tmp_path / "k.vmfb").exists()
 
 

@@ -56,15 +56,24 @@ def test_u64_scalars_of_2_pow_63_and_above_compute_as_unsigned(x):
     np.testing.assert_array_equal(out.numpy(), want)
 
 
-@pytest.mark.parametrize("target", ["hip", "rocm", "vulkan"])
-def test_gpu_targets_are_refused_until_validated(target, monkeypatch):
+@pytest.mark.parametrize("target,arch", [("hip", None), ("rocm", None), ("vulkan", "rdna3")])
+def test_gpu_targets_are_refused_until_validated(target, arch, monkeypatch):
     monkeypatch.delenv(targets.UNVALIDATED_TARGETS_VAR, raising=False)
     with pytest.raises(UnsupportedError, match="not validated yet.*wrong answers"):
-        triton_iree.activate(target)
+        triton_iree.activate(target, arch=arch)
     with pytest.raises(UnsupportedError, match=targets.UNVALIDATED_TARGETS_VAR):
-        targets.make_target(target)
+        targets.make_target(target, arch=arch)
     monkeypatch.setenv(targets.UNVALIDATED_TARGETS_VAR, "1")
-    assert targets.make_target(target).driver != "local-task"
+    assert targets.make_target(target, arch=arch).driver != "local-task"
+
+
+def test_vulkan_is_validated_for_the_arches_it_was_validated_on(monkeypatch):
+    """The suite's GPU pass passed on NVIDIA's Vulkan driver (ampere, the default) and on lavapipe."""
+    monkeypatch.delenv(targets.UNVALIDATED_TARGETS_VAR, raising=False)
+    assert targets.make_target("vulkan").arch == "ampere"
+    assert targets.make_target("vulkan", arch="llvmpipe").arch == "llvmpipe"
+    with pytest.raises(UnsupportedError, match="not validated yet for arch 'rdna3' .only for ampere, llvmpipe."):
+        targets.make_target("vulkan", arch="rdna3")
 
 
 def test_cuda_is_validated_for_triton_kernels_but_not_for_linalg_input(monkeypatch):

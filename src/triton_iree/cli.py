@@ -26,7 +26,8 @@ def _versions() -> str:
 
 def _target_help() -> str:
     """The targets, for --target's help: which are validated, which compile only."""
-    unvalidated = [n for n, c in targets.REGISTRY.items() if not c.validated_for_triton]
+    unvalidated = [n if not c.validated_for_triton else f"{n} for arches other than {', '.join(c.validated_arches)}"
+                   for n, c in targets.REGISTRY.items() if not c.validated_for_triton or c.validated_arches]
     only = [n for n, c in targets.REGISTRY.items() if c.compile_only]
     listed = ", ".join(f"{n} (this CPU, or TRITON_IREE_CPU; the default)" if n == "llvm-cpu" else n
                        for n in targets.NAMES)

@@ -33,8 +33,9 @@ ALIASES = {"cpu": "llvm-cpu", "rocm": "hip"}
 NAMES = tuple(REGISTRY)
 
 # Targets not validated for an input (`Target.validated_for_triton`, `validated_for_linalg`)
-# build, but are refused unless a developer working on them opts in: hip, vulkan and
-# metal-spirv have not run the test suite on their GPUs, and linalg input (triton-shared's)
+# or an arch (`validated_arches`) build, but are refused unless a developer working on them opts
+# in: hip and metal-spirv have not run the test suite on their GPUs, vulkan has on NVIDIA's
+# driver (arch ampere) and on lavapipe (llvmpipe) only, and linalg input (triton-shared's)
 # carries no GPU lowering configuration, so IREE would tile its dispatches again onto the
 # program id.
 UNVALIDATED_TARGETS_VAR = "TRITON_IREE_UNVALIDATED_TARGETS"
@@ -51,13 +52,16 @@ def target_class(name: str) -> type[Target]:
 def make_target(name: str = "llvm-cpu", *, arch: Optional[str] = None, cpu: Optional[str] = None,
                 triton: bool = True) -> Target:
     """The target `name` for `arch` (its default when None; `cpu`: the LLVM CPU of llvm-cpu).
-    A target not validated for the input is refused unless UNVALIDATED_TARGETS_VAR=1: `triton`, a
+    A target not validated for the input or the arch is refused unless UNVALIDATED_TARGETS_VAR=1: `triton`, a
     Triton kernel (lowered by triton-iree, or Triton's own CUDA kernel in native mode), else
     linalg input."""
     cls = target_class(name)
     validated = cls.validated_for_triton if triton else cls.validated_for_linalg
+    what = "" if triton else " for linalg input (triton-shared's)"
+    if validated and cls.validated_arches and (arch or cls.default_arch) not in cls.validated_arches:
+        validated = False
+        what = f" for arch '{arch}' (only for {', '.join(cls.validated_arches)})"
     if not validated and os.environ.get(UNVALIDATED_TARGETS_VAR) != "1":
-        what = "" if triton else " for linalg input (triton-shared's)"
         raise UnsupportedError(f"target '{cls.name}' is not validated yet{what}: its lowering may compute wrong "
                                f"answers (set {UNVALIDATED_TARGETS_VAR}=1 to use it anyway, for work on "
                                f"the GPU lowering)")

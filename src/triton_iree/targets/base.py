@@ -44,6 +44,7 @@ class Target(abc.ABC):
     # lowering, or Triton's own kernel in native mode), for linalg input (triton-shared's).
     validated_for_triton: ClassVar[bool] = False
     validated_for_linalg: ClassVar[bool] = False
+    validated_arches: ClassVar[tuple[str, ...]] = ()   # if any: the only arches validated
     compile_only: ClassVar[bool] = False   # builds modules that no driver here can run
     # Native mode: Triton's own kernel for the target, wrapped in an IREE module (`native`).
     native_mode: ClassVar[bool] = False

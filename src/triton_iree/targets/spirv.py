@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .. import f32_fmod, f64_exp_log, float_casts, tile as t
+from .. import f32_fmod, f64_exp_log, float_bits, tile as t
 from ..errors import CompileError
 from .base import COPIED
 from .gpu import ROW_VECTOR, Gpu, GpuTiling, drop_shortcuts
@@ -130,6 +130,10 @@ class Vulkan(Gpu):
     known_arches: ClassVar[tuple[str, ...]] = ("ampere", "rdna3", "llvmpipe")
     driver: ClassVar[str] = "vulkan"
     memory: ClassVar[str] = COPIED
+    # The test suite's GPU pass (tests/plugins/on_target.py) passes on NVIDIA's Vulkan driver
+    # (an H100, for ampere) and on lavapipe.
+    validated_for_triton: ClassVar[bool] = True
+    validated_arches: ClassVar[tuple[str, ...]] = ("ampere", "llvmpipe")
     # SPIR-V has no vectors wider than 4 elements: tiles cross control flow as tensors, and
     # 2-D tiles are loaded by rows rather than through a slab's 2-D view.
     narrow_vectors: ClassVar[bool] = True
@@ -188,7 +192,7 @@ class Vulkan(Gpu):
         # OpFRem is not exact: fmod of f32, f16 and bf16 in integer arithmetic.
         f32_fmod.expand_kernel(kernel)
         # x.to(f16).to(f32) must round x: the upcast built from the f16's bits.
-        float_casts.expand_round_trips(kernel)
+        float_bits.expand_round_trips(kernel)
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,8 @@ class MetalSpirv(Vulkan):
     known_arches: ClassVar[tuple[str, ...]] = ("macos", "ios", "ios-simulator")
     driver: ClassVar[str] = "metal"
     compile_only: ClassVar[bool] = True
+    validated_for_triton: ClassVar[bool] = False
+    validated_arches: ClassVar[tuple[str, ...]] = ()
 
     @property
     def flags(self) -> tuple[str, ...]:
