@@ -23,8 +23,9 @@ def activate(target: str = "llvm-cpu", arch: str | None = None) -> None:
     """Makes triton-iree Triton's active driver, compiling for `target` (default llvm-cpu) and
     launching on its runtime driver.
 
-    cuda is validated (the test suite passes on an NVIDIA GPU); hip, vulkan and metal-spirv
-    raise UnsupportedError until their lowering is (see targets.UNVALIDATED_TARGETS_VAR), and a
+    cuda is validated (the test suite passes on an NVIDIA GPU), and vulkan for arches ampere
+    (NVIDIA's driver) and llvmpipe (lavapipe); hip, other vulkan arches and metal-spirv raise
+    UnsupportedError until their lowering is (see targets.UNVALIDATED_TARGETS_VAR), and a
     compile-only target (metal-spirv) raises LaunchError: it cannot launch here."""
     from triton.runtime import driver as triton_driver
 
