@@ -275,6 +275,10 @@ class Launcher:
         # The torch dtype each pointer argument's tensor must have, as Triton's launcher types it.
         self.dtypes = {name: types.POINTER_TYPES[ty[1:].lstrip("k")][1] for name, ty in signature.items()
                        if ty.startswith("*")}
+        # (index, torch dtype) of each pointer argument: a tensor of that dtype passes at once.
+        torch = sys.modules.get("torch")   # None: arrays only, each checked by its dtype's name
+        self._pointer_dtypes = [(i, getattr(torch, self.dtypes[p.name], None)) for i, p in enumerate(self.abi.params)
+                                if p.name in self.dtypes]
         # tl.device_print: the module logs what it prints, and this prints the logs (`prints`).
         from . import prints
         self.printer = prints.Printer.of_reflection(self.kernel.main.function.reflection)
@@ -285,14 +289,17 @@ class Launcher:
         if len(args) != len(params):
             raise LaunchError(f"expected {len(params)} arguments ({', '.join(p.name for p in params)}), "
                               f"got {len(args)}", kernel=self.kernel.name)
-        for plan, v in zip(params, args):
-            got = str(getattr(v, "dtype", "")).removeprefix("torch.")
-            want = self.dtypes.get(plan.name)
-            if want is not None and got and got != want:
-                raise LaunchError(f"argument '{plan.name}' is a tensor of {got}, but the kernel takes a pointer to "
-                                  f"{want} there (its memory would be read as {want})", kernel=self.kernel.name)
+        for i, dtype in self._pointer_dtypes:
+            v = args[i]
+            if getattr(v, "dtype", None) is not dtype:
+                got = str(getattr(v, "dtype", "")).removeprefix("torch.")
+                want = self.dtypes[params[i].name]
+                if got and got != want:
+                    raise LaunchError(f"argument '{params[i].name}' is a tensor of {got}, but the kernel takes a "
+                                      f"pointer to {want} there (its memory would be read as {want})",
+                                      kernel=self.kernel.name)
         try:
-            dims = tuple(operator.index(g) for g in grid)
+            dims = tuple(map(operator.index, grid))
         except TypeError:
             dims = ()
         if not 1 <= len(dims) <= 3:
