@@ -130,4 +130,3 @@ class FloatCasts:
         sign = ew("arith.xori", [bits, magnitude])
         kept = ew("arith.select", [over, ew("arith.ori", [sign, top]), kept])
         return ew("arith.bitcast", [ew("arith.select", [special, bits, kept])], x.type)
-
