@@ -35,9 +35,10 @@ from .ttir import CMPF_PREDICATES, CMPI_PREDICATES, ELEMENTWISE_OPS, RENAMED_OPS
 
 
 class TTIRReader(MemoryOps, ShapeOps, ComputeOps, ControlOps, FloatCasts, BitonicSort, DotScaled):
-    def __init__(self, text: str, context: Optional[ir.Context] = None):
+    def __init__(self, text: str, context: Optional[ir.Context] = None, sort_loops: bool = False):
         self.text = text
         self.context = context
+        self.sort_loops = sort_loops   # see `BitonicSort._bitonic`
         self.env: dict[ir.Value, t.Value | Ptr] = {}
         self.kernel_name = "<kernel>"
         self._cfg_path: list = []     # the blocks of the branch path being read
@@ -319,6 +320,8 @@ class TTIRReader(MemoryOps, ShapeOps, ComputeOps, ControlOps, FloatCasts, Bitoni
         """tl.assume: a hint for the optimizer; dropped."""
 
 
-def read_ttir(text: str) -> t.Kernel:
-    """Parses generic-form TTIR text into a tile program."""
-    return TTIRReader(text).read()
+def read_ttir(text: str, sort_loops: bool = False) -> t.Kernel:
+    """Parses generic-form TTIR text into a tile program. `sort_loops`: large sorting networks
+    run each merge as a loop (`BitonicSort._bitonic`), for targets that keep each gathered
+    tile in workgroup memory (`Target.sort_loops`)."""
+    return TTIRReader(text, sort_loops=sort_loops).read()

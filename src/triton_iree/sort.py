@@ -276,24 +276,30 @@ class BitonicSort:
             return ew("arith.cmpi", [ew("arith.andi", [idx, mask], "i32"), const(0, idx, "i32")], "i1",
                       {"predicate": "ne"})
 
-        def step(x: t.Value, mask: t.Value, flip: t.Value, idx: t.Value) -> t.Value:
-            """One compare-and-swap step: the partner of element j is element j ^ mask (mask: a
-            tile of one power of two), read with a gather."""
-            partner = self._emit(t.Gather(x, ew("arith.xori", [idx, mask], "i32"), axis, x.type, loc)).result
-            pred = "arith.cmpf" if t.is_float(x.dtype) else "arith.cmpi"
-            swap = ew("arith.xori", [ew(pred, [x, partner], "i1", {"predicate": gt}),
-                                     ew("arith.xori", [flip, bit(idx, mask)], "i1")], "i1")
-            return ew("arith.select", [swap, partner, x], x.dtype)
+        pred = "arith.cmpf" if t.is_float(x.dtype) else "arith.cmpi"
+
+        def swapped(a: t.Value, b: t.Value, flip: t.Value, side: t.Value) -> t.Value:
+            """a, or its partner b where the compare-and-swap exchanges them."""
+            swap = ew("arith.xori", [ew(pred, [a, b], "i1", {"predicate": gt}), ew("arith.xori", [flip, side], "i1")],
+                      "i1")
+            return ew("arith.select", [swap, b, a], a.dtype)
 
         def merge(x: t.Value, stage: int, alternating: bool) -> t.Value:
             """The steps with partners at distances 2^(stage-1), ..., 2, 1."""
             idx = iota(x.shape[-1])
             # The direction of each element's pair; the same at j ^ mask, masks being below 2^stage.
             flip = bit(idx, const(1 << stage, idx, "i32")) if alternating else const(bool(descending), idx, "i1")
-            if not looped:
-                for i in reversed(range(stage)):
-                    x = step(x, const(1 << i, idx, "i32"), flip, idx)
-                return x
+            if looped:
+                return loop(x, stage, flip, idx)
+            pos = {0: idx}                        # j ^ mask, by mask
+            order = list(reversed(range(stage)))
+            for g in range(0, stage, group):
+                x = steps(x, order[g:g + group], flip, pos)
+            return x
+
+        def loop(x: t.Value, stage: int, flip: t.Value, idx: t.Value) -> t.Value:
+            """The merge's steps as a loop whose body is one step, its partners j ^ 2^i read
+            with one gather."""
             i32 = t.ScalarType("i32")
             lb, ub, one, last = (self._emit(t.Constant(v, i32, loc)).result for v in (0, stage, 1, stage - 1))
             body, outer = t.Block(), self.block
@@ -302,20 +308,49 @@ class BitonicSort:
             try:
                 i = self._emit(t.Elementwise("arith.subi", [last, body.args[0]], i32, loc=loc)).result
                 mask = self._emit(t.Elementwise("arith.shli", [one, i], i32, loc=loc)).result
-                body.yields = [step(body.args[1], self._emit(t.Splat(mask, idx.type, loc)).result, flip, idx)]
+                mask = self._emit(t.Splat(mask, idx.type, loc)).result
+                partner = self._emit(t.Gather(body.args[1], ew("arith.xori", [idx, mask], "i32"), axis, x.type,
+                                              loc)).result
+                body.yields = [swapped(body.args[1], partner, flip, bit(idx, mask))]
             finally:
                 self.block = outer
             return self._emit(t.For(lb, ub, one, [x], body, loc)).results[0]
 
+        def steps(x: t.Value, bits: list[int], flip: t.Value, pos: dict) -> t.Value:
+            """The compare-and-swap steps with partners at distances 2^i, i in `bits`, in one go:
+            the element at j after them, from the elements of x at j ^ mask for every mask of
+            those bits (one gather each)."""
+            memo: dict = {}
+
+            def at(mask: int, done: int) -> t.Value:   # x after the first `done` steps, at j ^ mask
+                if mask not in pos:
+                    pos[mask] = ew("arith.xori", [pos[0], const(mask, pos[0], "i32")], "i32")
+                if (mask, done) not in memo:
+                    if done == 0:
+                        v = x if mask == 0 else self._emit(t.Gather(x, pos[mask], axis, x.type, loc)).result
+                    else:
+                        i = bits[done - 1]
+                        v = swapped(at(mask, done - 1), at(mask ^ (1 << i), done - 1), flip,
+                                    bit(pos[mask], const(1 << i, pos[mask], "i32")))
+                    memo[mask, done] = v
+                return memo[mask, done]
+            return at(0, len(bits))
+
         # Each step gathers from the tile the step before made. IREE's GPU code keeps each such
-        # tile in workgroup memory, with no reuse: one tile a step for 1-D tiles, 2.2 to 2.4 for
-        # 2-D ones, whose gathers run on one thread (a top k of rows). A 1024-element f32 sort's
-        # 55 steps took 216 KiB on CUDA, where a workgroup (sm_80) may have 163 KiB. A network
-        # that would take more than 64 KiB makes each merge a loop whose body is one step.
+        # tile in workgroup memory, with no reuse (one tile a step for 1-D tiles, 2.2 to 2.4 for
+        # 2-D ones, whose gathers run on one thread: a top k of rows; on SPIR-V one a gather). A
+        # 1024-element f32 sort's 55 steps took 216 KiB on CUDA, where a workgroup (sm_80) may
+        # have 163 KiB. A network that would take more than 160 KiB makes `group` steps at once
+        # (up to 4), from 2^group - 1 gathers of one tile; with `sort_loops` (SPIR-V, where that
+        # takes more, 708 KiB for group 4) one that would take more than 64 KiB makes each merge
+        # a loop whose body is one step: one tile a merge.
         tile = math.prod(shape) * max(1, t.bitwidth(x.dtype) // 8) * (1 if axis == 0 else 2.5)
-        # Merges on the whole tile, then on halves, quarters, ... (a top k).
-        steps = sum(range(1, log_k + 1)) + sum(2.0 ** -j for j in range(1, log_n - log_k + 1)) * log_k
-        looped = tile * steps > 64 * 1024
+
+        def workgroup_memory(m: int) -> float:   # merges on the whole tile, then on halves, quarters...
+            return tile * (sum(-(-s // m) for s in range(1, log_k + 1)) +
+                           sum(2.0 ** -j for j in range(1, log_n - log_k + 1)) * -(-log_k // m))
+        looped = self.sort_loops and workgroup_memory(1) > 64 * 1024
+        group = next(m for m in (1, 2, 3, 4) if workgroup_memory(m) <= 160 * 1024 or m == 4)
 
         if k == 1 and len(combiners) == 1 and log_n != 1:
             # Triton >= 3.9 takes the min / max of the whole row for a top 1.

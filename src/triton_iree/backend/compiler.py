@@ -149,7 +149,7 @@ class IreeBackend(BaseBackend):
         name = mod.get_entry_func_name()
         log.info("lowering %s for %s (TTIR -> IREE input module)", name, self.iree_target.name)
         iree_compile.dump(_spec_dir(name, metadata), f"{name}.ttir", text)
-        kernel = reader.read_ttir(text)
+        kernel = reader.read_ttir(text, sort_loops=self.iree_target.sort_loops)
         self._kernel = kernel
         self._ttir, self._params = text, [p.name for p in kernel.params]   # for `_native_fallback`
         metadata["name"] = kernel.name

@@ -48,6 +48,9 @@ class Target(abc.ABC):
     compile_only: ClassVar[bool] = False   # builds modules that no driver here can run
     # Native mode: Triton's own kernel for the target, wrapped in an IREE module (`native`).
     native_mode: ClassVar[bool] = False
+    # Large sorting networks run each merge as a loop (`reader.read_ttir`), not as unrolled
+    # steps grouped to share gathers.
+    sort_loops: ClassVar[bool] = False
 
     @property
     @abc.abstractmethod
