@@ -590,3 +590,9 @@ def computed_from(v: Value, hit: Callable[[Op], bool], through: Callable[[Op], b
         if through(x.owner):
             work.extend(x.owner.operands())
     return False
+
+
+def tiles_in_loop(op: Op) -> bool:
+    """Whether `op` is a kernel loop whose body computes tiles."""
+    return isinstance(op, (For, While)) and any(r.is_tile for region in op.regions() for o in region.ops
+                                                 for r in o.results)

@@ -53,12 +53,6 @@ def _bytes(dtype: str) -> int:
     return max(1, t.bitwidth(dtype) // 8) if dtype in t.INT_TYPES + t.FLOAT_TYPES else 8
 
 
-def _tiles_in_loop(op: t.Op) -> bool:
-    """Whether `op` is a kernel loop whose body computes tiles."""
-    return isinstance(op, (t.For, t.While)) and any(
-        r.is_tile for region in op.regions() for o in region.ops for r in o.results)
-
-
 @dataclass
 class _Tensor:
     """A materialized tile: an SSA tensor over some of the value's dims (the others are size 1
@@ -162,7 +156,7 @@ class EmitterBase():
             for op in kernel.walk())
         self.gpu_row_length = gpu.row_length(kernel) if gpu is not None else None
         if self.spirv and (any(isinstance(op, t.MakeRange) and op.result.id in facts.live for op in kernel.walk()) or
-                           any(_tiles_in_loop(op) for op in kernel.walk())):
+                           any(t.tiles_in_loop(op) for op in kernel.walk())):
             # Vulkan: not where a tile of indices is computed with (`tl.where(cols < n, ..)` in
             # layer norm): its linalg.index becomes a vector.step, which IREE's SPIR-V
             # SubgroupReduce pipeline does not spread over the threads (the loop computing it

@@ -14,9 +14,10 @@ BaseDistribute pipeline on Vulkan (which refuses LLVMGPU pipelines). A dispatch 
 tile to a scalar has no parallel loop to split, so IREE never re-tiles it onto the program id; on
 CUDA and HIP a row program (`row_length`) gets IREE's vector distribution of reductions
 configured here (`row_reduction_configs`), on Vulkan IREE's SPIR-V SubgroupReduce pipeline
-configured here (`SpirvTiling.row_reduction_configs`); on Vulkan other such dispatches with linalg
-ops in kernel loops get one thread per workgroup (`SpirvTiling.spirv_serial_reduction`), the
-rest IREE's own configuration.
+configured here (`SpirvTiling.row_reduction_configs`); on Vulkan a program with tiles in kernel
+loops (layer norm) reduces by combining neighbours, elementwise ops spread over the threads
+(`spirv.pairwise_reductions`), one that also reduces along some dims only gets one thread per
+workgroup (`SpirvTiling.spirv_serial_reduction`), the rest IREE's own configuration.
 
 The emitted form differs from the CPU's where IREE would otherwise drop or replace that
 configuration (see `EmitOptions.gpu_tiling`'s users): tiles are stored from a linalg.copy
