@@ -68,12 +68,12 @@ def test_gpu_targets_are_refused_until_validated(target, arch, monkeypatch):
 
 
 def test_vulkan_is_validated_for_the_arches_it_was_validated_on(monkeypatch):
-    """The suite's GPU pass passed on NVIDIA's Vulkan driver (ampere, the default) and on lavapipe."""
+    """The suite's GPU pass passed on NVIDIA's Vulkan driver (ampere, the default)."""
     monkeypatch.delenv(targets.UNVALIDATED_TARGETS_VAR, raising=False)
     assert targets.make_target("vulkan").arch == "ampere"
-    assert targets.make_target("vulkan", arch="llvmpipe").arch == "llvmpipe"
-    with pytest.raises(UnsupportedError, match="not validated yet for arch 'rdna3' .only for ampere, llvmpipe."):
-        targets.make_target("vulkan", arch="rdna3")
+    for arch in ("rdna3", "llvmpipe"):
+        with pytest.raises(UnsupportedError, match=f"not validated yet for arch '{arch}' .only for ampere."):
+            targets.make_target("vulkan", arch=arch)
 
 
 def test_cuda_is_validated_for_triton_kernels_but_not_for_linalg_input(monkeypatch):

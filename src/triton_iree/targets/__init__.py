@@ -34,8 +34,8 @@ NAMES = tuple(REGISTRY)
 
 # Targets not validated for an input (`Target.validated_for_triton`, `validated_for_linalg`)
 # or an arch (`validated_arches`) build, but are refused unless a developer working on them opts
-# in: hip and metal-spirv have not run the test suite on their GPUs, vulkan has on NVIDIA's
-# driver (arch ampere) and on lavapipe (llvmpipe) only, and linalg input (triton-shared's)
+# in: hip and metal-spirv have not run the test suite on their GPUs, vulkan has passed it on
+# NVIDIA's driver (arch ampere) only, and linalg input (triton-shared's)
 # carries no GPU lowering configuration, so IREE would tile its dispatches again onto the
 # program id.
 UNVALIDATED_TARGETS_VAR = "TRITON_IREE_UNVALIDATED_TARGETS"
