@@ -64,7 +64,8 @@ def _minmax(fn, nan_propagating: bool):
 
 
 _ELEMENTWISE = {
-    "arith.xori": lambda a, b: a ^ b, "arith.subi": lambda a, b: a - b, "arith.shli": lambda a, b: a << b, "arith.shrsi": lambda a, b: a >> b, "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
+    "arith.xori": lambda a, b: a ^ b, "arith.subi": lambda a, b: a - b, "arith.shli": lambda a, b: a << b,
+    "arith.shrsi": lambda a, b: a >> b, "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
     "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
     "arith.maxnumf": _minmax(np.fmax, False), "arith.minnumf": _minmax(np.fmin, False),
     "arith.maximumf": _minmax(np.maximum, True), "arith.minimumf": _minmax(np.minimum, True),

@@ -52,13 +52,14 @@ def target_class(name: str) -> type[Target]:
 def make_target(name: str = "llvm-cpu", *, arch: Optional[str] = None, cpu: Optional[str] = None,
                 triton: bool = True) -> Target:
     """The target `name` for `arch` (its default when None; `cpu`: the LLVM CPU of llvm-cpu).
-    A target not validated for the input or the arch is refused unless UNVALIDATED_TARGETS_VAR=1: `triton`, a
-    Triton kernel (lowered by triton-iree, or Triton's own CUDA kernel in native mode), else
-    linalg input."""
+    A target not validated for the input or the arch is refused unless UNVALIDATED_TARGETS_VAR=1:
+    `triton`, a Triton kernel (lowered by triton-iree, or Triton's own CUDA kernel in native
+    mode), else linalg input."""
     cls = target_class(name)
     validated = cls.validated_for_triton if triton else cls.validated_for_linalg
     what = "" if triton else " for linalg input (triton-shared's)"
-    if validated and cls.validated_arches and (arch or cls.default_arch) not in cls.validated_arches:
+    arch = arch or cls.default_arch
+    if validated and cls.validated_arches and arch not in cls.validated_arches:
         validated = False
         what = f" for arch '{arch}' (only for {', '.join(cls.validated_arches)})"
     if not validated and os.environ.get(UNVALIDATED_TARGETS_VAR) != "1":

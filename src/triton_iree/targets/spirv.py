@@ -93,13 +93,13 @@ class SpirvTiling(GpuTiling):
     def spirv_serial_reduction(self, ops) -> Optional[list[str]]:
         """A dispatch that reduces a tile to a scalar and also reduces along some dims only
         (`tl.max(..., keep_dims=True)`, a row reduction), or has linalg ops in kernel loops
-        (which `pairwise_reductions` leaves no reduction to a scalar of 1-D tiles of 2^k
-        elements, Triton's): one thread per workgroup, IREE's BaseDistribute pipeline with no tiling,
-        on the last reduction to a scalar, the others without configuration. IREE configures
-        such a dispatch itself the same way where its tiles have 512 elements or more; with
-        fewer its SubgroupReduce configuration (tile sizes [[], [n]]) vectorizes the ops in the
-        loops whole, wider than SPIR-V's vectors ('failed to legalize operation'), and its
-        partial-reduction tiling of the root refused the other reduction ('tiling parallel
+        (where `pairwise_reductions` leaves no reduction to a scalar of a 1-D tile of 2^k
+        elements, as Triton's are): one thread per workgroup, IREE's BaseDistribute pipeline
+        with no tiling, on the last reduction to a scalar, the others without configuration.
+        IREE configures such a dispatch itself the same way where its tiles have 512 elements or
+        more; with fewer its SubgroupReduce configuration (tile sizes [[], [n]]) vectorizes the
+        ops in the loops whole, wider than SPIR-V's vectors ('failed to legalize operation'), and
+        its partial-reduction tiling of the root refused the other reduction ('tiling parallel
         dimensions is not supported with partial reduction tiling strategies'). None for other
         dispatches: IREE's own configuration is kept (softmax: SubgroupReduce)."""
         whole = [i for i, o in enumerate(ops) if o.iterators and "parallel" not in o.iterators]
