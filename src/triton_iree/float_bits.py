@@ -8,6 +8,11 @@ from . import f64_math, tile as t
 FORMATS = {"f64": (52, 11), "f32": (23, 8), "bf16": (7, 8), "f16": (10, 5), "f8E5M2": (2, 5), "f8E4M3FN": (3, 4)}
 
 
+def bias(dtype: str) -> int:
+    """The exponent bias of float format `dtype`; its smallest normal number is 2^(1 - bias)."""
+    return 2 ** (FORMATS[dtype][1] - 1) - 1
+
+
 def expand_round_trips(kernel: t.Kernel) -> None:
     """Each upcast (extf) of a downcast's (truncf's) result, as in x.to(tl.float16).to(tl.float32),
     rebuilt from the narrow value's bits in integer arithmetic (`exact_upcast`): NVIDIA's Vulkan
@@ -45,10 +50,10 @@ def exact_upcast(h: t.Value, wide: str, loc: str, emit) -> t.Value:
     exponent = i("arith.andi", i("arith.shrui", u, c(mn)), c(2 ** en - 1))
     m = i("arith.andi", u, c(2 ** mn - 1))
     significand = i("arith.shli", m, c(mw - mn))
-    normal = i("arith.ori", i("arith.shli", i("arith.addi", exponent, c(2 ** (ew - 1) - 2 ** (en - 1))), c(mw)),
+    normal = i("arith.ori", i("arith.shli", i("arith.addi", exponent, c(bias(wide) - bias(h.dtype))), c(mw)),
                significand)
     special = i("arith.ori", c((2 ** ew - 1) << mw), significand)
-    tiny = op("arith.bitcast", [op("arith.mulf", [op("arith.uitofp", [m], wide), const(2.0 ** (2 - 2 ** (en - 1) - mn),
+    tiny = op("arith.bitcast", [op("arith.mulf", [op("arith.uitofp", [m], wide), const(2.0 ** (1 - bias(h.dtype) - mn),
                                                                                        wide)], wide)], iw)
     bits = op("arith.select", [is_(exponent, 0), tiny,
                                op("arith.select", [is_(exponent, 2 ** en - 1), special, normal], iw)], iw)

@@ -8,21 +8,18 @@ from iree.compiler import ir
 
 from . import tile as t
 from .errors import UnsupportedError
-from .float_bits import FORMATS
+from .float_bits import FORMATS, bias
 
 FP8_MAX = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
-FP8_MIN_NORMAL = {"f8E4M3FN": 2.0 ** -6, "f8E5M2": 2.0 ** -14}
-FP8_MANTISSA = {"f8E4M3FN": 3, "f8E5M2": 2}
 ROUNDING_RTZ = 0
 
 
 def _largest_finite_bits(dtype: str, src: str) -> int:
     """The bits, in format `src`, of the largest finite value of format `dtype`."""
-    m, e = FORMATS[dtype]
-    top = FP8_MAX.get(dtype, (2 - 2.0 ** -m) * 2.0 ** (2 ** (e - 1) - 1))
+    top = FP8_MAX.get(dtype, (2 - 2.0 ** -FORMATS[dtype][0]) * 2.0 ** bias(dtype))
     frac, exp = math.frexp(top)   # top = frac 2^exp, frac in [0.5, 1)
-    ms, es = FORMATS[src]
-    return ((exp - 1 + 2 ** (es - 1) - 1) << ms) | int((2 * frac - 1) * 2 ** ms)
+    ms = FORMATS[src][0]
+    return ((exp - 1 + bias(src)) << ms) | int((2 * frac - 1) * 2 ** ms)
 
 
 class FloatCasts:
@@ -61,8 +58,8 @@ class FloatCasts:
         def const(x):
             return self._emit(t.Constant(x, v.type, loc)).result
 
-        normal = FP8_MIN_NORMAL[dtype]
-        halfway = (normal + normal * (1 - 2.0 ** -FP8_MANTISSA[dtype])) / 2
+        normal = 2.0 ** (1 - bias(dtype))
+        halfway = (normal + normal * (1 - 2.0 ** -FORMATS[dtype][0])) / 2
         a, i1 = ew("math.absf", [v]), t.with_dtype(v.type, "i1")
         up = ew("arith.andi", [ew("arith.cmpf", [a, const(halfway)], i1, predicate="oge"),
                                ew("arith.cmpf", [a, const(normal)], i1, predicate="olt")], i1)
@@ -105,7 +102,7 @@ class FloatCasts:
         rounded value converted back is folded away by GPU drivers (NVIDIA's Vulkan driver reads
         extf(truncf(x)) as x). NaN and infinities keep their bits."""
         ms, es = FORMATS[x.dtype]
-        md, ed = FORMATS[dtype]
+        md = FORMATS[dtype][0]
         ity = t.with_dtype(x.type, f"i{t.bitwidth(x.dtype)}")
         i1 = t.with_dtype(x.type, "i1")
 
@@ -121,7 +118,7 @@ class FloatCasts:
         # x's exponent (subnormals: the smallest normal one, whose spacing they share) and how far
         # it lies below `dtype`'s smallest normal exponent, where `dtype`'s spacing grows.
         biased = ew("arith.maxsi", [ew("arith.shrui", [magnitude, const(ms)]), const(1)])
-        below = ew("arith.maxsi", [ew("arith.subi", [const(2 - 2 ** (ed - 1) + 2 ** (es - 1) - 1), biased]),
+        below = ew("arith.maxsi", [ew("arith.subi", [const(1 - bias(dtype) + bias(x.dtype)), biased]),
                                    const(0)])
         cleared = ew("arith.minsi", [ew("arith.addi", [below, const(ms - md)]), const(ms)])
         kept = ew("arith.andi", [bits, ew("arith.shli", [const(-1), cleared])])
