@@ -813,6 +813,22 @@ def test_a_store_followed_by_an_access_to_its_memory_makes_the_workgroup_wait():
     assert shared.count("gpu.barrier") == 1   # arguments that share memory: out may overlap p
 
 
+def test_on_vulkan_a_store_followed_by_a_load_of_its_memory_makes_the_workgroup_wait():
+    """On Vulkan a barrier precedes every op that reads tiles, but a load of the stored buffer is
+    no such op: without one after the store, a thread read what another had not yet stored (a
+    rotation through memory around tl.debug_barrier on lavapipe, once the full-tile version of
+    elementwise programs read and wrote its bindings directly)."""
+    text = aot.compile_kernel(raw_kernel, {"p_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64}, target="vulkan",
+                              arch="ampere", vmfb=False).module
+    lines = [ln.strip() for ln in text.splitlines()]
+    binding = re.search(r"dispatch\.tensor\.load (%\w+),", text).group(1)
+    accesses = [i for i, ln in enumerate(lines) if re.search(rf"dispatch\.tensor\.(load {binding},|store .*, {binding},)", ln)]
+    pairs = [(a, b) for a, b in zip(accesses, accesses[1:]) if "dispatch.tensor.store" in lines[a]
+             and "dispatch.tensor.load" in lines[b] and "} else {" not in lines[a:b]]
+    assert len(pairs) == 2   # both versions, full and masked, store p and then load it
+    assert all("gpu.barrier" in lines[a + 1:b] for a, b in pairs)
+
+
 def test_a_stores_copy_in_a_runtime_if_is_spread_over_the_threads():
     """IREE's loop over the threads around the root left the other branch's copy undistributed,
     and it stored its tile's first element only (on the H200)."""
@@ -1068,3 +1084,25 @@ def test_a_vulkan_layer_norm_is_spread_over_the_threads(tmp_path):
     assert len(infos) == 1 and "BaseDistribute" in infos[0] and "workgroup_size = [256, 1, 1]" in infos[0]
     assert '"reduction"' not in text
     assert "gpu.known_block_size = array<i32: 256, 1, 1>" in _vulkan_spirv(text, "ampere", tmp_path)
+
+
+def test_a_vulkan_vector_add_reads_and_writes_its_full_tiles_in_place(tmp_path):
+    """BaseDistribute bufferizes a dispatch before spreading it over the threads, so a masked
+    tile is assembled in workgroup memory and every op reads it there, between barriers. The
+    programs whose tiles are wholly in bounds take a full-tile version instead: its loads are
+    slices of the bindings, the add writes a tensor of its own (not over a loaded tile, which
+    would be copied to workgroup memory first), and IREE fuses loads, add and store into each
+    thread's loop over its elements, reading and writing the bindings directly."""
+    sig = {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n_elements": "i32:16"}
+    text = aot.compile_kernel(K.add_kernel, sig, {"BLOCK_SIZE": 1024}, target="vulkan", arch="ampere",
+                              vmfb=False).module
+    full = text[text.index("scf.if"):text.index("} else {")]
+    assert full.count("sizes = [1024]") == 3 and "tensor.empty() : tensor<1024xf32>" in full
+    spirv = _vulkan_spirv(text, "ampere", tmp_path)
+    # The first branch of the program's selection is the full-tile version, the second the masked one.
+    start = spirv.index("spirv.mlir.selection")
+    indent = re.search(r"\n( *)\^bb1:", spirv[start:]).group(1)
+    branch = spirv[start:].split(f"\n{indent}^bb2:")[0]
+    assert branch.count('spirv.Load "StorageBuffer"') == 2 and branch.count('spirv.Store "StorageBuffer"') == 1
+    assert "Workgroup" not in branch.replace("WorkgroupId", "")
+    assert '"Workgroup"' in spirv[start + len(branch):]   # the masked version stages its tiles there

@@ -93,9 +93,13 @@ class ComputeEmitter(EmitterBase):
         not fit); a result written over an input takes no buffer of its own where the input is
         not read afterwards (bufferization copies the input otherwise). A linalg.generic would
         not do: IREE gives an elementwise generic a new output tensor. Inputs read along some of
-        the loops only (broadcasts) are read in the body, with tensor.extract."""
+        the loops only (broadcasts) are read in the body, with tensor.extract. Not over a tile
+        loaded whole from a binding (`storage_views`): that is a view of the binding, not a
+        buffer of its own, and writing over it would copy it to workgroup memory first; a new
+        output tensor there lets IREE fuse the loads, the op and its store into each thread's
+        loop (the vector add's full-tile version reads and writes its bindings directly)."""
         ty = v.type.mlir()
-        over = next((i for i in body.ins if i[1] == ty and i[2] == ident), None)
+        over = next((i for i in body.ins if i[1] == ty and i[2] == ident and i[0] not in self.storage_views), None)
         if over is None or v.dtype == "i1":   # a boolean tile: its own linalg.generic (below)
             return None
         # Boolean tiles are read in the body too: IREE stores i1 tensors as i8 and rewrites

@@ -185,7 +185,9 @@ class ModuleEmitter(EmitterBase):
         (LLVM's NVPTX backend splits a masked vector load into element loads). Not Vulkan's row
         programs: IREE's SPIR-V SubgroupReduce pipeline failed on the two versions ('memref.alloc'
         op unexpected allocation without upper bound shapes, for the masked store's slice), and
-        it reads storage buffers element by element either way.
+        it reads storage buffers element by element either way. Vulkan's elementwise programs
+        (`spirv_elementwise`) have one: BaseDistribute assembles a masked tile in workgroup
+        memory, between barriers, where the full version reads and writes the bindings directly.
         """
         plan = self.facts.plan
         gpu = self.options.gpu_tiling
@@ -194,7 +196,8 @@ class ModuleEmitter(EmitterBase):
         self.slab_able = {} if gpu is not None and gpu.narrow_vectors else \
             {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
-        full = self.options.full_tiles or self.gpu_mma or self.gpu_row_length and not self.spirv_rows
+        full = self.options.full_tiles or self.gpu_mma or self.gpu_row_length and not self.spirv_rows or \
+            self.spirv_elementwise
         if not plan and not slabs or not full:
             self._block(self.k.body)
             return

@@ -18,6 +18,9 @@ _INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.
              "arith.floordivsi"}
 # Ops recomputed inside each consumer rather than read from a materialized tensor.
 _CHEAP_OPS = (t.Constant, t.Splat, t.MakeRange, t.Broadcast, t.ExpandDims, t.Trans)
+# The ops of a program whose elements never move between threads (`spirv_elementwise`).
+_ELEMENTWISE_OPS = (t.Constant, t.ProgramId, t.NumPrograms, t.MakeRange, t.Splat, t.Broadcast, t.ExpandDims,
+                    t.Elementwise, t.Load, t.Store)
 # bf16 ops that IREE's bf16-as-f32 emulation gets right: no rounding involved.
 _BF16_EXACT = {"arith.select", "arith.bitcast", "arith.extf"}
 _CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.extf", "arith.truncf",
@@ -139,9 +142,11 @@ class EmitterBase():
         # masked rows as pads and map_stores (`loads`, `stores`). On Vulkan IREE configures it.
         gpu = options.gpu_tiling
         self.llvmgpu = gpu is not None and gpu.llvmgpu
-        # LLVMGPU: stores after which the workgroup waits (`memory_order.stores_before_access`).
-        self.barrier_stores = stores_before_access(kernel, options.may_alias) if self.llvmgpu else set()
         self.spirv = gpu is not None and gpu.spirv
+        # GPUs: stores after which the workgroup waits (`memory_order.stores_before_access`):
+        # other threads of the program may read what they wrote next (on Vulkan a barrier also
+        # precedes every op that reads tiles, `_sync`, but not a read of a buffer).
+        self.barrier_stores = stores_before_access(kernel, options.may_alias) if gpu is not None else set()
         # CUDA and HIP: a program with a scatter reduces to scalars on one thread too. A reduction
         # to a scalar makes IREE configure the dispatch itself, and it failed to distribute the
         # scattered tile's ops beside it ('failed to distribute'; iree-compile crashed configuring
@@ -180,6 +185,7 @@ class EmitterBase():
             isinstance(op, t.Store) and isinstance(facts.access(op), GatherAccess) for op in kernel.walk())
         self.tile_stores = sum(isinstance(op, t.Store) and op.value.is_tile for op in kernel.walk())
         self.gathered: set[str] = set()         # tiles read element by element (`_gather_tile`)
+        self.storage_views: set[str] = set()    # whole 1-D tiles loaded as slices of a binding
         # Triton's divisibility hints by scalar (an argument, or a pointer's base offset in its
         # buffer), for `aligned`.
         self.divisibility = {p.value.id: p.divisibility for p in kernel.params + kernel.base_offsets
@@ -187,6 +193,9 @@ class EmitterBase():
         self.loop_of_iv = {op.iv.id: op for op in kernel.walk() if isinstance(op, t.For)}
         # Vulkan dispatches the lowering configures: IREE's BaseDistribute pipeline (`_sync`).
         self.base_distribute = self.spirv and not self.gpu_whole_reductions
+        # Of those, programs that only load, compute elementwise and store (vector add): they get
+        # a full-tile version, whose whole loads are views of the bindings (`storage_views`).
+        self.spirv_elementwise = self.base_distribute and all(isinstance(op, _ELEMENTWISE_OPS) for op in kernel.walk())
 
     def _sync(self) -> None:
         """A workgroup barrier, in a Vulkan dispatch the lowering configures; before every linalg

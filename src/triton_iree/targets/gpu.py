@@ -109,7 +109,8 @@ class GpuTiling:
 class Gpu(Target):
     """A GPU target: one program per workgroup of `tiling`'s threads, masked tiles only (a
     separate full-tile version of each program pays off on CPUs, where masked vector accesses
-    are slow; GPU threads mask for free)."""
+    are slow; GPU threads mask for free), but for the programs the lowering gives one
+    (`ModuleEmitter._program`)."""
 
     @abc.abstractmethod
     def tiling(self, num_warps: int) -> GpuTiling:
