@@ -57,6 +57,24 @@ def module_ops(text: str) -> list[tuple[str, dict[str, str]]]:
     return found
 
 
+def program_versions(text: str) -> list[str]:
+    """The versions of the program in module `text`'s one dispatch, printed: the full-tile and
+    the masked version where the program has both (an `scf.if` at the top of the dispatch's
+    body, without results), else the whole module."""
+    with ir.Context():
+        module = ir.Module.parse(text)
+        found = []
+
+        def visit(op):
+            if op.name == "flow.dispatch.workgroups":
+                for inner in op.regions[0].blocks[0].operations:
+                    if inner.operation.name == "scf.if" and not inner.results and len(inner.regions[1].blocks):
+                        found.append(["\n".join(str(o) for o in r.blocks[0].operations) for r in inner.regions])
+            return ir.WalkResult.ADVANCE
+        module.operation.walk(visit)
+        return found[0] if len(found) == 1 else [text]
+
+
 def reduction_bodies(text: str) -> list[list[tuple[str, tuple[str, ...]]]]:
     """The combining ops of each reduction linalg.generic of module `text`: (op name, operands),
     an operand named "in" or "acc" (the region's first and last argument) or by the op that

@@ -193,9 +193,12 @@ class EmitterBase():
         self.loop_of_iv = {op.iv.id: op for op in kernel.walk() if isinstance(op, t.For)}
         # Vulkan dispatches the lowering configures: IREE's BaseDistribute pipeline (`_sync`).
         self.base_distribute = self.spirv and not self.gpu_whole_reductions
-        # Of those, programs that only load, compute elementwise and store (vector add): they get
-        # a full-tile version, whose whole loads are views of the bindings (`storage_views`).
-        self.spirv_elementwise = self.base_distribute and all(isinstance(op, _ELEMENTWISE_OPS) for op in kernel.walk())
+        # Of those, programs that only load, compute elementwise and store 1-D tiles (vector add):
+        # they get a full-tile version, whose loads are views of the bindings (`storage_views`).
+        # (With 2-D tiles, loaded row by row, IREE sized the full version's workgroup memory
+        # from the bindings' dynamic sizes: 'uses 137438957504 bytes of shared memory'.)
+        self.spirv_elementwise = self.base_distribute and all(
+            isinstance(op, _ELEMENTWISE_OPS) and all(len(r.shape) <= 1 for r in op.results) for op in kernel.walk())
 
     def _sync(self) -> None:
         """A workgroup barrier, in a Vulkan dispatch the lowering configures; before every linalg
