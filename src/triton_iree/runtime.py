@@ -17,6 +17,7 @@ import ctypes
 import math
 import operator
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -87,16 +88,31 @@ class Timeline:
 
 
 def _release_at_exit() -> None:
-    """Drops the HAL objects devices keep between launches (timelines, stream orders) before the
-    interpreter tears down: a HAL object that outlives its device crashes it at exit."""
+    """Drops every IREE object the runtime keeps (the modules' contexts, functions and argument
+    lists, the devices' timelines, stream orders, HAL modules, devices and the VM instance)
+    before the interpreter tears down: a HAL object that outlives its device crashes it at exit,
+    and nanobind reports the objects still alive when IREE's bindings are freed as leaks, which
+    they are whenever a kernel outlives the modules (held in a reference cycle, or by Triton).
+    Nothing launches after this."""
     _views.clear()
+    for ctx in list(_contexts):
+        ctx.context = ctx.function = ctx.ordered = ctx.results = None
+    for kernel in list(_kernels):
+        kernel._arg_lists.clear()
     for dev in _devices.values():
-        dev.timeline.semaphore = None
+        dev.timeline.semaphore = dev.timeline.device = None
         dev.order = None
+        dev.device = dev.hal_module = dev.instance = None
+    _devices.clear()
+    global _instance
+    _instance = None
 
 
 atexit.register(_release_at_exit)
 _devices: dict[str, Device] = {}
+# Every module context and loaded kernel, for `_release_at_exit`.
+_contexts: "weakref.WeakSet[_Context]" = weakref.WeakSet()
+_kernels: "weakref.WeakSet[LoadedKernel]" = weakref.WeakSet()
 _lock = threading.Lock()
 _instance: rt.VmInstance | None = None   # one VM instance for every device: a module loads once
 
@@ -201,6 +217,7 @@ class _Context:
         # a view of host memory holding no reference to its tensor (like `_views`' views);
         # the GPU paths keep a new list per launch.
         self.results: list[rt.VmVariantList] | None = [] if dev.memory == targets.HOST else None
+        _contexts.add(self)
 
 
 class LoadedKernel:
@@ -219,6 +236,7 @@ class LoadedKernel:
         # `host_key` (see `_launch_host`).
         self._arg_lists: dict[tuple, tuple[_Context, rt.VmVariantList, SharedMemory | None]] = {}
         LOAD_STATS["loads"] += 1
+        _kernels.add(self)
 
     def allow_inline(self, stack_bytes: int | None) -> None:
         """Lets small launches run inline if the module's code needs at most `stack_bytes` of
