@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, ClassVar, Optional
 
 from .. import tile as t
 from ..analysis import closed_form_reduce
@@ -71,16 +71,20 @@ class GpuTiling:
     def threads(self) -> int:
         return self.num_warps * self.subgroup_size
 
+    # The consecutive elements a thread takes of the innermost parallel loop (`thread_tiles`).
+    thread_vector: ClassVar[int] = 4
+
     def thread_tiles(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> list[int]:
         """Per-thread tile of each parallel loop: the innermost parallel loops are split over
-        the threads, each thread taking up to 4 consecutive elements (vector accesses)."""
+        the threads, each thread taking up to `thread_vector` consecutive elements (vector
+        accesses)."""
         tiles = [0 if it == "reduction" else 1 for it in iterators]
         threads = self.threads
         for d in reversed(range(len(loops))):
             if iterators[d] == "reduction":
                 continue
             per = 1
-            while per < 4 and loops[d] % (per * 2) == 0 and loops[d] // (per * 2) >= 1 and \
+            while per < self.thread_vector and loops[d] % (per * 2) == 0 and loops[d] // (per * 2) >= 1 and \
                     loops[d] // per > threads:
                 per *= 2
             tiles[d] = per

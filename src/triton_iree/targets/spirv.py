@@ -31,6 +31,11 @@ class SpirvTiling(GpuTiling):
 
     llvmgpu: ClassVar[bool] = False
     spirv: ClassVar[bool] = True
+    # One element a thread at a time: BaseDistribute reads and writes a thread's tile element by
+    # element (it never vectorizes), so consecutive elements per thread only spread each
+    # subgroup's accesses over 4 times the memory (16-byte strides); single elements make them
+    # consecutive (coalesced).
+    thread_vector: ClassVar[int] = 1
 
     def spirv_lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         """The root's tile sizes. IREE's SPIR-V pipeline tiles every op of the dispatch with the
