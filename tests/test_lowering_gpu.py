@@ -1106,3 +1106,8 @@ def test_a_vulkan_vector_add_reads_and_writes_its_full_tiles_in_place(tmp_path):
     assert branch.count('spirv.Load "StorageBuffer"') == 2 and branch.count('spirv.Store "StorageBuffer"') == 1
     assert "Workgroup" not in branch.replace("WorkgroupId", "")
     assert '"Workgroup"' in spirv[start + len(branch):]   # the masked version stages its tiles there
+    # One element a thread at a time: thread i takes elements i, i + 128, ..., so that the
+    # subgroup's scalar accesses are consecutive (with 4 consecutive elements a thread, its
+    # index was 4 i and each access of a subgroup spanned 512 bytes).
+    step = re.search(r"spirv\.IAdd %\w+, %cst(\d+)_i32 : i32\n\s*spirv\.Branch \^bb1", branch)
+    assert step and step.group(1) == "128" and "spirv.IMul" not in branch
