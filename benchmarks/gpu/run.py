@@ -68,6 +68,20 @@ def fresh(case, device="cuda"):
     return a, ce
 
 
+def _copy(args: rt.VmVariantList) -> rt.VmVariantList:
+    """A copy of an argument list of integers, floats and buffer views."""
+    out = rt.VmVariantList(args.size + 2)
+    for i in range(args.size):
+        v = args.get_variant(i)
+        if isinstance(v, int):
+            out.push_int(v)
+        elif isinstance(v, float):
+            out.push_float(v)
+        else:
+            out.push_ref(args.get_as_object(i, rt.HalBufferView))
+    return out
+
+
 class IreeModule:
     """A compiled module, launched the way users launch one: `triton_iree.aot.Launcher`."""
 
@@ -95,20 +109,12 @@ class IreeModule:
         ctx = kernel.main
         times = []
         for _ in range(n + 1):
-            if ctx.fenced:   # each invocation takes a list of its own: the fences go on it
-                args = rt.VmVariantList(vm_args.size + 2)
-                for i in range(vm_args.size):
-                    v = vm_args.get_variant(i)
-                    if isinstance(v, int):
-                        args.push_int(v)
-                    elif isinstance(v, float):
-                        args.push_float(v)
-                    else:
-                        args.push_ref(vm_args.get_as_object(i, rt.HalBufferView))
-            t0 = time.perf_counter()
-            if ctx.fenced:
+            if ctx.fenced:   # the invocation pushes its fences on the list: it takes a copy
+                args = _copy(vm_args)
+                t0 = time.perf_counter()
                 dev.timeline.invoke(ctx.context, ctx.function, args).wait()
             else:
+                t0 = time.perf_counter()
                 ctx.context.invoke(ctx.function, vm_args, rt.VmVariantList(1))
             times.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(times[1:])
