@@ -1029,10 +1029,11 @@ def test_dot_scaled_with_e4m3_scales_compiles_for_cuda(tmp_path):
     assert '"nvvm.maxntid"="128,1,1"' in _llvm_ir(text, tmp_path)
 
 
-def _vulkan_spirv(text, arch, tmp_path) -> str:
-    """The SPIR-V (MLIR's spirv dialect) of the module's one dispatch, compiled for IREE's
-    vulkan target `arch`; the compile must finish within a minute (IREE's own configuration of
-    softmax's 8192-element rows ran for more than 27 minutes)."""
+def _vulkan_spirv(text, arch, tmp_path, dispatch="") -> str:
+    """The SPIR-V (MLIR's spirv dialect) of the module's one dispatch (the one whose file name
+    holds `dispatch`), compiled for IREE's vulkan target `arch`; the compile must finish within
+    a minute (IREE's own configuration of softmax's 8192-element rows ran for more than 27
+    minutes)."""
     src, dump = tmp_path / "m.mlir", tmp_path / "dump"
     src.write_text(text)
     r = subprocess.run([find_tool("iree-compile"), str(src), "--iree-hal-target-backends=vulkan-spirv",
@@ -1040,7 +1041,7 @@ def _vulkan_spirv(text, arch, tmp_path) -> str:
                         f"--iree-hal-dump-executable-files-to={dump}"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-3000:]
-    spirv = list(dump.glob("*.spirv.mlir"))
+    spirv = [f for f in dump.glob("*.spirv.mlir") if dispatch in f.name]
     assert len(spirv) == 1, spirv
     return spirv[0].read_text()
 
@@ -1050,26 +1051,43 @@ def _vulkan_spirv(text, arch, tmp_path) -> str:
     ("ampere", 1024, 4, 128, 32),
     ("llvmpipe", 1024, 4, 64, 8)])    # lavapipe: at most 8 subgroups of 8 (one reduction across them)
 def test_a_vulkan_softmax_row_is_reduced_with_subgroup_operations(arch, block, warps, threads, subgroup, tmp_path):
+    """Two dispatches, of which the host function runs one over the grid: the full-tile
+    version where every row is whole (`n_cols >= BLOCK_SIZE`), the masked one otherwise. Each
+    walks the row in steps of 4 x threads elements, each thread taking 4 consecutive ones of a
+    step; in the full version it reads them from the binding, coalesced (with the whole row as
+    one step, each thread read block / threads consecutive elements, 64 bytes apart)."""
     text = aot.compile_kernel(K.softmax_kernel, SOFTMAX_SIG, {"BLOCK_SIZE": block}, target="vulkan", arch=arch,
                               vmfb=False, num_warps=warps).module
-    ops = module_ops(text)
-    infos = [a["compilation_info"] for _, a in ops if "compilation_info" in a]
-    assert len(infos) == 1
-    for field in ("#iree_gpu.spirv_pipeline<SubgroupReduce>", f"workgroup_size = [{threads}, 1, 1]",
-                  f"subgroup_size = {subgroup}", f"tile_sizes = [[], [{block}]]"):
-        assert field in infos[0], infos[0]
-    # Every linalg op of the row carries the same tile sizes; the reductions' scalars are read
-    # as 0-d vectors (a tensor.extract stopped the distribution over the threads).
-    configs = [a.get("lowering_config") or a["compilation_info"] for name, a in ops
-               if name in ("linalg.generic", "linalg.fill", "linalg.copy")]
-    assert len(configs) == 6 and all(f"tile_sizes = [[], [{block}]]" in c for c in configs)
-    assert not [name for name, _ in ops if name == "tensor.extract"]
-    assert sum(name == "vector.extract" for name, _ in ops) == 2
-    spirv = _vulkan_spirv(text, arch, tmp_path)
+    step = 4 * threads
+    host = text[:text.index("flow.dispatch.workgroups")]
+    assert host.count("arith.select") == 1 and "arith.cmpi sle" in host
+    full, masked = text.split("flow.dispatch.workgroups")[1:]
+    assert "tensor.pad" not in full and "scf.if" not in full and f"sizes = [{block}]" in full
+    assert "tensor.pad" in masked and "scf.if" not in masked
+    everything = module_ops(text)   # in post-order: each dispatch after its ops
+    ends = [i for i, (name, _) in enumerate(everything) if name == "flow.dispatch.workgroups"]
+    assert len(ends) == 2
+    for ops in (everything[:ends[0]], everything[ends[0]:ends[1]]):
+        infos = [a["compilation_info"] for _, a in ops if "compilation_info" in a]
+        assert len(infos) == 1
+        for field in ("#iree_gpu.spirv_pipeline<SubgroupReduce>", f"workgroup_size = [{threads}, 1, 1]",
+                      f"subgroup_size = {subgroup}", f"tile_sizes = [[], [{step}]]"):
+            assert field in infos[0], infos[0]
+        # Every linalg op of the row carries the same tile sizes; the reductions' scalars are
+        # read as 0-d vectors (a tensor.extract stopped the distribution over the threads).
+        configs = [a.get("lowering_config") or a["compilation_info"] for name, a in ops
+                   if name in ("linalg.generic", "linalg.fill", "linalg.copy")]
+        assert len(configs) == 6 and all(f"tile_sizes = [[], [{step}]]" in c for c in configs)
+        assert not [name for name, _ in ops if name == "tensor.extract"]
+        assert sum(name == "vector.extract" for name, _ in ops) == 2
+    spirv = _vulkan_spirv(text, arch, tmp_path, "_dispatch_0_")
     assert f"gpu.known_block_size = array<i32: {threads}, 1, 1>" in spirv
     # The max and the sum: each thread's part, then across each subgroup, then across subgroups.
     assert "spirv.GroupNonUniformFMax <Subgroup> <Reduce>" in spirv
     assert "spirv.GroupNonUniformFAdd <Subgroup> <Reduce>" in spirv
+    # The full version's loops over the row step by 4 x threads; thread i reads from 4 i.
+    assert re.search(rf"spirv\.IAdd %\w+, %cst{step}_i32 : i32\n\s*spirv\.Branch \^bb1", spirv)
+    assert re.search(r"spirv\.IMul %\w+, %cst4_i32", spirv) and "%cst16_i32" not in spirv
 
 
 def test_a_vulkan_layer_norm_is_spread_over_the_threads(tmp_path):

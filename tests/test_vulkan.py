@@ -98,7 +98,7 @@ def test_add(n):
     assert untouched(whole, out)
 
 
-@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 1000), (17, 781)])
+@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 1000), (17, 781), (9, 256), (2, 1024)])   # the last two: whole rows
 def test_softmax(rows, cols):
     run = launcher(K.softmax_kernel, "out_ptr=*fp32,in_ptr=*fp32,in_row_stride=i32,out_row_stride=i32,"
                    "n_rows=i32,n_cols=i32", {"BLOCK_SIZE": triton.next_power_of_2(cols)})
@@ -903,7 +903,7 @@ def vulkan_active():
 # Dispatches that reduce a whole tile to a scalar keep IREE's own configuration (no
 # compilation_info from the GPU lowering), and those compile and run on vulkan as they are,
 # unless they have linalg ops in kernel loops (layer norm: one thread per workgroup).
-@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 1000), (17, 781)])
+@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 1000), (17, 781), (9, 256), (2, 1024)])   # the last two: whole rows
 def test_softmax_through_triton(vulkan_active, rows, cols):
     x = torch.randn(rows, cols)
     out, whole = padded((rows, cols + 5))

@@ -88,11 +88,14 @@ def _choose(ops: list[_LinalgOp], options: EmitOptions, row_length: Optional[int
         # much slower (softmax) or does not compile (layer norm).
         # The copies before stores (`_store_copy`) are for dispatches the lowering
         # configures; IREE's own configuration does without them.
-        row = gpu.row_reduction_configs(ops, row_length) if row_length is not None else None
-        if row is not None:
-            attrs = row
-        elif gpu.spirv:
-            attrs = gpu.spirv_serial_reduction(ops) or attrs
+        for d in {o.dispatch for o in ops}:
+            mine = [i for i, o in enumerate(ops) if o.dispatch == d]
+            part = [ops[i] for i in mine]
+            row = gpu.row_reduction_configs(part, row_length) if row_length is not None else None
+            if row is None and gpu.spirv:
+                row = gpu.spirv_serial_reduction(part)
+            for i, a in zip(mine, row or []):
+                attrs[i] = a
         return attrs, True
     if mma:
         for d in {o.dispatch for o in ops}:

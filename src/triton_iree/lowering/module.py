@@ -67,14 +67,28 @@ class ModuleEmitter(EmitterBase):
             self.buf_len[id(s.param)] = f"%l{s.param.index}"
         current = {id(p): f"%{p.name}_{p.index}" for p in self.written}
         rets = ""
-        for self.part_index, self.part in enumerate(self._parts()):
+        parts = self._parts()
+        full = self._host_full_condition(abi) if self.spirv_rows and len(parts) == 2 else None
+        if self.spirv_rows and full is None:
+            parts = [None]
+        for self.part_index, self.part in enumerate(parts):
             # The same grid again for each part; a later part takes what the earlier wrote.
             operands = [current.get(id(s.param), o) if s.kind == BUFFER else o
                         for s, o in zip(abi.slots, host_operands)] + host_operands[len(abi.slots):]
+            if full is not None:
+                # A Vulkan row program's parts: the grid for the one its tiles are for, none
+                # for the other.
+                none = self.idx(0)
+                count = self.fresh("wg")
+                pick = (wl[0], none) if self.part == "fast" else (none, wl[0])
+                self.w(f"{count} = arith.select {full}, {pick[0]}, {pick[1]} : index")
+                wl_part = [count] + wl[1:]
+            else:
+                wl_part = wl
             tied = [f"{current[id(p)]}{{{dims[id(p)]}}}" for p in self.written]
             res = self.fresh("r") if self.written else None
             lhs = f"{res}:{len(self.written)} = " if len(self.written) > 1 else (f"{res} = " if res else "")
-            self.w(f"{lhs}flow.dispatch.workgroups[{', '.join(wl)}]({', '.join(operands)}) : "
+            self.w(f"{lhs}flow.dispatch.workgroups[{', '.join(wl_part)}]({', '.join(operands)}) : "
                    f"({', '.join(host_types)}) -> ({', '.join(tied)}) =")
             self.w(f"    ({', '.join(region_args)}) {{")
             self.indent += 2
@@ -182,10 +196,10 @@ class ModuleEmitter(EmitterBase):
         slab fits the buffer read it in place (`_slab_load`). On GPUs only tensor-core programs
         (`GpuTiling.mma_program`) and row programs (`GpuTiling.row_length`) have one: there
         unmasked tiles are read and written 16 bytes at a time, masked ones element by element
-        (LLVM's NVPTX backend splits a masked vector load into element loads). Not Vulkan's row
-        programs: IREE's SPIR-V SubgroupReduce pipeline failed on the two versions ('memref.alloc'
-        op unexpected allocation without upper bound shapes, for the masked store's slice), and
-        it reads storage buffers element by element either way. Vulkan's elementwise programs
+        (LLVM's NVPTX backend splits a masked vector load into element loads). Vulkan's row
+        programs have theirs in a dispatch of its own (`_parts`): IREE's SPIR-V SubgroupReduce
+        pipeline failed on the two versions in one ('memref.alloc' op unexpected allocation
+        without upper bound shapes, for the masked store's slice). Vulkan's elementwise programs
         (`spirv_elementwise`) have one: BaseDistribute assembles a masked tile in workgroup
         memory, between barriers, where the full version reads and writes the bindings directly.
         """
@@ -196,10 +210,17 @@ class ModuleEmitter(EmitterBase):
         self.slab_able = {} if gpu is not None and gpu.narrow_vectors else \
             {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
-        full = self.options.full_tiles or self.gpu_mma or self.gpu_row_length and not self.spirv_rows or \
-            self.spirv_elementwise
+        full = self.options.full_tiles or self.gpu_mma or self.spirv_elementwise or \
+            self.gpu_row_length is not None and (not self.spirv_rows or self.part is not None)
         if not plan and not slabs or not full:
             self._block(self.k.body)
+            return
+        if self.spirv_rows and self.part is not None:
+            # The host function picks the part (`_host_full_condition`).
+            self.full_version = self.part == "fast"
+            self.assume_full = set(plan.full) if self.full_version else set()
+            self._block(self.k.body)
+            self.full_version, self.assume_full = False, set()
             return
         for op in self.k.body.ops:
             if op.results and not op.results[0].is_tile and op.results[0].id in self.facts.entry \
@@ -244,6 +265,28 @@ class ModuleEmitter(EmitterBase):
         self.full_version = False
         self.assume_full = set()
 
+    def _host_full_condition(self, abi: Abi) -> Optional[str]:
+        """The condition, computed in the host function, that every program's tiles are full:
+        for a Vulkan row program whose full-tile conditions depend on the kernel's scalar
+        arguments only (softmax's `cols < n_cols`). Its parts then run with no `scf.if`
+        around either version: the SubgroupReduce pipeline put a row inside one wholly in
+        workgroup memory, beyond its limit. None where a condition depends on anything else."""
+        plan = self.facts.plan
+        scalars = {id(p.value) for p in self.k.scalars if p.value is not None}
+        for b in plan.top:
+            atoms = [b.value] if b.value is not None else list(b.poly.atoms.values())
+            if not all(isinstance(a, t.Value) and id(a) in scalars for a in atoms):
+                return None
+        if self._slab_candidates(True):
+            return None
+        self.scopes.append({})
+        for s in abi.slots:
+            if s.param is not None and s.param.value is not None:
+                self.bind(("s", s.param.value.id), _ssa(s))
+        full = self._and([self._bound_value(b) for b in plan.top])
+        self.scopes.pop()
+        return full
+
     def _parts(self) -> list[Optional[str]]:
         """The kernel's dispatches, each over the whole grid: one ([None]), or two for a
         tensor-core program on CUDA whose full-tile version has conditions and whose peeled
@@ -252,8 +295,14 @@ class ModuleEmitter(EmitterBase):
         programs. A GPU kernel gets the registers of its most demanding path: the masked tiles,
         gathered element by element into the tensor-core operands, take 255 registers a thread
         and spill (one workgroup of 256 threads per SM), the full-tile path alone 128, so the
-        full programs run faster in a dispatch of their own."""
+        full programs run faster in a dispatch of their own. Two also for a Vulkan row program
+        with masks and no peeled loop: the masked version reads its row into workgroup memory,
+        each thread 16 consecutive elements of 8192 (the pad's copy), where the full version's
+        threads read 4 consecutive elements of each ROW_VECTOR x threads (coalesced)."""
         plan = self.facts.plan
+        if self.spirv_rows:
+            return ["fast", "rest"] if plan.top and not plan.peels and not self.options.max_workgroups and \
+                not self.serial else [None]
         if not self.gpu_mma or self.serial or self.options.max_workgroups or not (plan.top or plan.peels):
             return [None]
         for peel in plan.peels.values():

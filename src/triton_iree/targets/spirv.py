@@ -75,19 +75,20 @@ class SpirvTiling(GpuTiling):
     def row_reduction_configs(self, ops, n: int) -> Optional[list[str]]:
         """The attributes of a row program's linalg ops (`row_length`): IREE's SPIR-V
         SubgroupReduce pipeline with `row_threads` threads (num_warps subgroups of 32 on NVIDIA).
-        It vectorizes each op of the row whole and spreads its vectors over the threads, each
-        thread taking ROW_VECTOR x (n / (ROW_VECTOR x threads)) consecutive elements,
+        It walks each op of the row in steps of ROW_VECTOR x threads elements, each thread
+        taking ROW_VECTOR consecutive ones of each step (a subgroup's accesses are consecutive),
         and reduces each thread's part, then across each subgroup (subgroup operations), then
         across the subgroups through workgroup memory. Every linalg op carries the same tile
-        sizes (none per workgroup, the whole row per reduction step), as IREE's own
-        configuration of that pipeline does; the last reduction to a scalar is the root. None
+        sizes (none per workgroup, one step per reduction step), as IREE's own configuration
+        of that pipeline does; the last reduction to a scalar is the root. (With the whole row
+        as one step, each thread took n / threads consecutive elements.) None
         where an op is not of the row's length (a reduction seeded with its first element,
         argmax, reduces n - 1)."""
         row = [i for i, o in enumerate(ops) if o.kind == "generic"]
         whole = [i for i in row if "parallel" not in ops[i].iterators]
         if not whole or any(ops[i].loops != (n,) for i in row):
             return None
-        cfg = f"#iree_codegen.lowering_config<tile_sizes = [[], [{n}]]>"
+        cfg = f"#iree_codegen.lowering_config<tile_sizes = [[], [{ROW_VECTOR * self.row_threads}]]>"
         attrs = [f"lowering_config = {cfg}" if o.kind in ("generic", "fill", "copy") else "" for o in ops]
         attrs[whole[-1]] = (f"compilation_info = #iree_codegen.compilation_info<lowering_config = {cfg}, "
                             f"translation_info = #iree_codegen.translation_info<pipeline = "
