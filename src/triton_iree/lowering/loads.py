@@ -171,7 +171,7 @@ class LoadEmitter(MemoryEmitter):
             self.w(f"{x} = iree_tensor_ext.dispatch.tensor.load {self.binding[id(p)]}, offsets = [{start}], "
                    f"sizes = [{size}], strides = [{stride}] : {btype} -> {sty}")
             if into is None and ranges is None:
-                if self.spirv_elementwise:
+                if self.spirv_full_tiles:
                     self.storage_views.add(x)
                 return x
             if padded:

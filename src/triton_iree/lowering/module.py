@@ -199,8 +199,8 @@ class ModuleEmitter(EmitterBase):
         (LLVM's NVPTX backend splits a masked vector load into element loads). Vulkan's row
         programs have theirs in a dispatch of its own (`_parts`): IREE's SPIR-V SubgroupReduce
         pipeline failed on the two versions in one ('memref.alloc' op unexpected allocation
-        without upper bound shapes, for the masked store's slice). Vulkan's elementwise programs
-        (`spirv_elementwise`) have one: BaseDistribute assembles a masked tile in workgroup
+        without upper bound shapes, for the masked store's slice). Vulkan's programs of 1-D tiles
+        (`spirv_full_tiles`: vector add, layer norm) have one: BaseDistribute assembles a masked tile in workgroup
         memory, between barriers, where the full version reads and writes the bindings directly.
         """
         plan = self.facts.plan
@@ -210,7 +210,7 @@ class ModuleEmitter(EmitterBase):
         self.slab_able = {} if gpu is not None and gpu.narrow_vectors else \
             {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
-        full = self.options.full_tiles or self.gpu_mma or self.spirv_elementwise or \
+        full = self.options.full_tiles or self.gpu_mma or self.spirv_full_tiles or \
             self.gpu_row_length is not None and (not self.spirv_rows or self.part is not None)
         if not plan and not slabs or not full:
             self._block(self.k.body)

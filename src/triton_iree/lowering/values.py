@@ -18,9 +18,6 @@ _INT_DIVS = {"arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.
              "arith.floordivsi"}
 # Ops recomputed inside each consumer rather than read from a materialized tensor.
 _CHEAP_OPS = (t.Constant, t.Splat, t.MakeRange, t.Broadcast, t.ExpandDims, t.Trans)
-# The ops of a program whose elements never move between threads (`spirv_elementwise`).
-_ELEMENTWISE_OPS = (t.Constant, t.ProgramId, t.NumPrograms, t.MakeRange, t.Splat, t.Broadcast, t.ExpandDims,
-                    t.Elementwise, t.Load, t.Store)
 # bf16 ops that IREE's bf16-as-f32 emulation gets right: no rounding involved.
 _BF16_EXACT = {"arith.select", "arith.bitcast", "arith.extf"}
 _CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.extf", "arith.truncf",
@@ -193,12 +190,21 @@ class EmitterBase():
         self.loop_of_iv = {op.iv.id: op for op in kernel.walk() if isinstance(op, t.For)}
         # Vulkan dispatches the lowering configures: IREE's BaseDistribute pipeline (`_sync`).
         self.base_distribute = self.spirv and not self.gpu_whole_reductions
-        # Of those, programs that only load, compute elementwise and store 1-D tiles (vector add):
-        # they get a full-tile version, whose loads are views of the bindings (`storage_views`).
-        # (With 2-D tiles, loaded row by row, IREE sized the full version's workgroup memory
-        # from the bindings' dynamic sizes: 'uses 137438957504 bytes of shared memory'.)
-        self.spirv_elementwise = self.base_distribute and all(
-            isinstance(op, _ELEMENTWISE_OPS) and all(len(r.shape) <= 1 for r in op.results) for op in kernel.walk())
+        # Of those, programs that load and store 1-D tiles only, each loaded tile read by
+        # elementwise ops and stores only (vector add; layer norm, whose sums are elementwise
+        # after `spirv.pairwise_reductions`): they get a full-tile version, whose loads are views
+        # of the bindings (`storage_views`). (With 2-D tiles, loaded row by row, IREE sized the
+        # full version's workgroup memory from the bindings' dynamic sizes: 'uses 137438957504
+        # bytes of shared memory'; a view reshaped failed to compile: 'memref.collapse_shape' op
+        # expected collapsed type to be 'memref<32xi32, #gpu.address_space<workgroup>>'.)
+        readers: dict[int, list] = {}
+        for op in kernel.walk():
+            for v in op.operands():
+                readers.setdefault(v.id, []).append(op)
+        self.spirv_full_tiles = self.base_distribute and all(
+            all(len(v.shape) <= 1 for v in op.operands() + op.results) and
+            all(isinstance(r, (t.Elementwise, t.Store)) for res in op.results for r in readers.get(res.id, []))
+            for op in kernel.walk() if isinstance(op, (t.Load, t.Store)))
 
     def _sync(self) -> None:
         """A workgroup barrier, in a Vulkan dispatch the lowering configures; before every linalg
