@@ -199,9 +199,10 @@ class ModuleEmitter(EmitterBase):
         (LLVM's NVPTX backend splits a masked vector load into element loads). Vulkan's row
         programs have theirs in a dispatch of its own (`_parts`): IREE's SPIR-V SubgroupReduce
         pipeline failed on the two versions in one ('memref.alloc' op unexpected allocation
-        without upper bound shapes, for the masked store's slice). Vulkan's programs of 1-D tiles
-        (`spirv_full_tiles`: vector add, layer norm) have one: BaseDistribute assembles a masked tile in workgroup
-        memory, between barriers, where the full version reads and writes the bindings directly.
+        without upper bound shapes, for the masked store's slice). Vulkan's programs of 1-D
+        tiles (`spirv_full_tiles`: vector add, layer norm) have one: BaseDistribute assembles a
+        masked tile in workgroup memory, between barriers, where the full version reads and
+        writes the bindings directly.
         """
         plan = self.facts.plan
         gpu = self.options.gpu_tiling
@@ -297,8 +298,9 @@ class ModuleEmitter(EmitterBase):
         and spill (one workgroup of 256 threads per SM), the full-tile path alone 128, so the
         full programs run faster in a dispatch of their own. Two also for a Vulkan row program
         with masks and no peeled loop: the masked version reads its row into workgroup memory,
-        each thread 16 consecutive elements of 8192 (the pad's copy), where the full version's
-        threads read 4 consecutive elements of each ROW_VECTOR x threads (coalesced)."""
+        each thread n / threads consecutive elements (the pad's copy), where the full version's
+        threads read ROW_VECTOR consecutive elements of each step of ROW_VECTOR x threads
+        (coalesced)."""
         plan = self.facts.plan
         if self.spirv_rows:
             return ["fast", "rest"] if plan.top and not plan.peels and not self.options.max_workgroups and \
