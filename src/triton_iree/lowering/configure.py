@@ -88,20 +88,13 @@ def _choose(ops: list[_LinalgOp], options: EmitOptions, row_length: Optional[int
         # much slower (softmax) or does not compile (layer norm).
         # The copies before stores (`_store_copy`) are for dispatches the lowering
         # configures; IREE's own configuration does without them.
-        for d in {o.dispatch for o in ops}:
-            mine = [i for i, o in enumerate(ops) if o.dispatch == d]
-            part = [ops[i] for i in mine]
+        def reductions(part):
             row = gpu.row_reduction_configs(part, row_length) if row_length is not None else None
-            if row is None and gpu.spirv:
-                row = gpu.spirv_serial_reduction(part)
-            for i, a in zip(mine, row or []):
-                attrs[i] = a
+            return row if row is not None or not gpu.spirv else gpu.spirv_serial_reduction(part)
+        _by_dispatch(ops, attrs, reductions)
         return attrs, True
     if mma:
-        for d in {o.dispatch for o in ops}:
-            mine = [i for i, o in enumerate(ops) if o.dispatch == d]
-            for i, a in zip(mine, gpu.mma_configs([ops[i] for i in mine])):
-                attrs[i] = a
+        _by_dispatch(ops, attrs, gpu.mma_configs)
     elif gpu is not None and candidates:
         _gpu_configs(ops, candidates, gpu, attrs)
     elif tiling is not None and tiling.configures(ops) and not reshaped:
@@ -114,6 +107,15 @@ def _choose(ops: list[_LinalgOp], options: EmitOptions, row_length: Optional[int
             attrs[i] = (f"compilation_info = {tiling.compilation_info(cfg)}" if i == root
                         else f"lowering_config = {cfg}")
     return attrs, False
+
+
+def _by_dispatch(ops: list[_LinalgOp], attrs: list[str], configs) -> None:
+    """Sets `attrs` of each dispatch's ops to `configs(those ops)` (a list of attributes, or
+    None for none): the kernel's dispatches (`ModuleEmitter._parts`) are configured apart."""
+    for d in {o.dispatch for o in ops}:
+        mine = [i for i, o in enumerate(ops) if o.dispatch == d]
+        for i, a in zip(mine, configs([ops[i] for i in mine]) or []):
+            attrs[i] = a
 
 
 def _gpu_configs(ops: list[_LinalgOp], candidates: list[int], gpu, attrs: list[str]) -> None:

@@ -69,8 +69,6 @@ class ModuleEmitter(EmitterBase):
         rets = ""
         parts = self._parts()
         full = self._host_full_condition(abi) if self.spirv_rows and len(parts) == 2 else None
-        if self.spirv_rows and full is None:
-            parts = [None]
         for self.part_index, self.part in enumerate(parts):
             # The same grid again for each part; a later part takes what the earlier wrote.
             operands = [current.get(id(s.param), o) if s.kind == BUFFER else o
@@ -211,17 +209,17 @@ class ModuleEmitter(EmitterBase):
         self.slab_able = {} if gpu is not None and gpu.narrow_vectors else \
             {id(op): (outer, inner) for op, _, outer, inner in self._slab_candidates(False)}
         slabs = self._slab_candidates(True)
-        full = self.options.full_tiles or self.gpu_mma or self.spirv_full_tiles or \
-            self.gpu_row_length is not None and (not self.spirv_rows or self.part is not None)
-        if not plan and not slabs or not full:
-            self._block(self.k.body)
-            return
         if self.spirv_rows and self.part is not None:
-            # The host function picks the part (`_host_full_condition`).
+            # One version a dispatch: the host function picks the dispatch (`_host_full_condition`).
             self.full_version = self.part == "fast"
             self.assume_full = set(plan.full) if self.full_version else set()
             self._block(self.k.body)
             self.full_version, self.assume_full = False, set()
+            return
+        full = self.options.full_tiles or self.gpu_mma or self.spirv_full_tiles or \
+            self.gpu_row_length is not None and not self.spirv_rows
+        if not plan and not slabs or not full:
+            self._block(self.k.body)
             return
         for op in self.k.body.ops:
             if op.results and not op.results[0].is_tile and op.results[0].id in self.facts.entry \
@@ -266,25 +264,26 @@ class ModuleEmitter(EmitterBase):
         self.full_version = False
         self.assume_full = set()
 
-    def _host_full_condition(self, abi: Abi) -> Optional[str]:
-        """The condition, computed in the host function, that every program's tiles are full:
-        for a Vulkan row program whose full-tile conditions depend on the kernel's scalar
-        arguments only (softmax's `cols < n_cols`). Its parts then run with no `scf.if`
-        around either version: the SubgroupReduce pipeline put a row inside one wholly in
-        workgroup memory, beyond its limit. None where a condition depends on anything else."""
-        plan = self.facts.plan
+    def _full_on_scalars(self) -> bool:
+        """Whether the full-tile conditions depend on the kernel's scalar arguments only
+        (softmax's `cols < n_cols`), so that the host function can compute them."""
         scalars = {id(p.value) for p in self.k.scalars if p.value is not None}
-        for b in plan.top:
+        for b in self.facts.plan.top:
             atoms = [b.value] if b.value is not None else list(b.poly.atoms.values())
             if not all(isinstance(a, t.Value) and id(a) in scalars for a in atoms):
-                return None
-        if self._slab_candidates(True):
-            return None
+                return False
+        return not self._slab_candidates(True)
+
+    def _host_full_condition(self, abi: Abi) -> str:
+        """The condition, computed in the host function, that every program's tiles are full
+        (`_full_on_scalars`), for a Vulkan row program's two dispatches: neither has an `scf.if`
+        around its version, inside which the SubgroupReduce pipeline put the whole row in
+        workgroup memory, beyond its limit."""
         self.scopes.append({})
         for s in abi.slots:
             if s.param is not None and s.param.value is not None:
                 self.bind(("s", s.param.value.id), _ssa(s))
-        full = self._and([self._bound_value(b) for b in plan.top])
+        full = self._and([self._bound_value(b) for b in self.facts.plan.top])
         self.scopes.pop()
         return full
 
@@ -297,14 +296,14 @@ class ModuleEmitter(EmitterBase):
         gathered element by element into the tensor-core operands, take 255 registers a thread
         and spill (one workgroup of 256 threads per SM), the full-tile path alone 128, so the
         full programs run faster in a dispatch of their own. Two also for a Vulkan row program
-        with masks and no peeled loop: the masked version reads its row into workgroup memory,
-        each thread n / threads consecutive elements (the pad's copy), where the full version's
-        threads read ROW_VECTOR consecutive elements of each step of ROW_VECTOR x threads
-        (coalesced)."""
+        with masks the host can check (`_full_on_scalars`) and no peeled loop: the masked
+        version reads its row into workgroup memory, each thread n / threads consecutive
+        elements (the pad's copy), where the full version's threads read ROW_VECTOR consecutive
+        elements of each step of ROW_VECTOR x threads (coalesced)."""
         plan = self.facts.plan
         if self.spirv_rows:
-            return ["fast", "rest"] if plan.top and not plan.peels and not self.options.max_workgroups and \
-                not self.serial else [None]
+            two = plan.top and not plan.peels and not self.options.max_workgroups and not self.serial
+            return ["fast", "rest"] if two and self._full_on_scalars() else [None]
         if not self.gpu_mma or self.serial or self.options.max_workgroups or not (plan.top or plan.peels):
             return [None]
         for peel in plan.peels.values():

@@ -24,6 +24,18 @@ _CASTS = {"arith.extsi", "arith.extui", "arith.trunci", "arith.extf", "arith.tru
           "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
 
 
+def _loads_feed_elementwise_1d(kernel: t.Kernel) -> bool:
+    """Whether every load and store of `kernel` is of 1-D tiles (or scalars) and every loaded
+    value is read by elementwise ops and stores only."""
+    readers: dict[int, list] = {}
+    for op in kernel.walk():
+        for v in op.operands():
+            readers.setdefault(v.id, []).append(op)
+    return all(all(len(v.shape) <= 1 for v in op.operands() + op.results) and
+               all(isinstance(r, (t.Elementwise, t.Store)) for res in op.results for r in readers.get(res.id, []))
+               for op in kernel.walk() if isinstance(op, (t.Load, t.Store)))
+
+
 def _float_literal(x: float, dtype: str) -> str:
     if math.isnan(x) or math.isinf(x):
         if dtype == "f64":
@@ -197,14 +209,7 @@ class EmitterBase():
         # full version's workgroup memory from the bindings' dynamic sizes: 'uses 137438957504
         # bytes of shared memory'; a view reshaped failed to compile: 'memref.collapse_shape' op
         # expected collapsed type to be 'memref<32xi32, #gpu.address_space<workgroup>>'.)
-        readers: dict[int, list] = {}
-        for op in kernel.walk():
-            for v in op.operands():
-                readers.setdefault(v.id, []).append(op)
-        self.spirv_full_tiles = self.base_distribute and all(
-            all(len(v.shape) <= 1 for v in op.operands() + op.results) and
-            all(isinstance(r, (t.Elementwise, t.Store)) for res in op.results for r in readers.get(res.id, []))
-            for op in kernel.walk() if isinstance(op, (t.Load, t.Store)))
+        self.spirv_full_tiles = self.base_distribute and _loads_feed_elementwise_1d(kernel)
 
     def _sync(self) -> None:
         """A workgroup barrier, in a Vulkan dispatch the lowering configures; before every linalg
