@@ -21,7 +21,7 @@ def _in_triton(file: str) -> bool:
     return os.path.realpath(file).startswith(os.path.dirname(os.path.realpath(triton.__file__)) + os.sep)
 
 
-def source_loc(location: ir.Location) -> str:
+def source_loc(location: "ir.Location | str") -> str:
     """'file:line:col' of an MLIR location: of the innermost call site outside Triton's own
     library (the user's `tl.cumsum(x)`, not the line of standard.py that builds the scan), or
     '' when it carries none."""

@@ -35,7 +35,11 @@ allocs, copies, element access, tensors), `linalg`, `control` (scf.for, scf.if),
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
+import subprocess
+import sys
 from typing import Optional
 
 from iree.compiler import ir
@@ -54,6 +58,20 @@ GRID_ARGS = 6   # num_programs x, y, z, then program_id x, y, z
 # Dialects of IREE's input form, which triton-shared never emits.
 _IREE_DIALECTS = ("flow", "hal", "stream", "util", "iree_tensor_ext")
 
+# Run by `_check_parses` in a child process: prints nothing when stdin parses as an MLIR module,
+# else [the first error's message, its location].
+_PARSE_CHILD = """
+import json, sys
+from iree.compiler import ir
+with ir.Context() as ctx, ir.Location.unknown():
+    ctx.allow_unregistered_dialects = True
+    try:
+        ir.Module.parse(sys.stdin.buffer.read().decode())
+    except ir.MLIRError as e:
+        d = e.error_diagnostics[0] if e.error_diagnostics else None
+        print(json.dumps([d.message, str(d.location)] if d else [str(e), ""]))
+"""
+
 # The index lists of linalg.reduce / linalg.broadcast (`dimensions = [...]`) and
 # linalg.transpose (`permutation = [...]`) in their custom assembly forms.
 _INDEX_LIST_KEY = re.compile(r"(?<![\w%@#^$.-])(?:dimensions|permutation)\s*=\s*")
@@ -69,16 +87,8 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
         self._check_index_lists()
         with ir.Context() as ctx, ir.Location.unknown():
             ctx.allow_unregistered_dialects = True   # leftover tt.* ops get a proper error
-            try:
-                module = ir.Module.parse(self.text)
-            except ir.MLIRError as e:
-                diags = e.error_diagnostics
-                if diags:
-                    d = diags[0]
-                    where = self._fix_loc(source_loc(d.location))
-                    msg = " ".join(d.message.split())
-                    raise InputError(f"input does not parse: {msg}", loc=where or None) from None
-                raise InputError("input does not parse: " + " ".join(str(e).split())) from None
+            self._check_parses()
+            module = ir.Module.parse(self.text)
             ops = list(module.body.operations)
             self._refuse_prepared(ops)
             others = [op for op in ops if op.operation.name != "func.func"]
@@ -103,6 +113,22 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
                                      "prepare` and `compile --emit-mlir` write them), not triton-shared's output; "
                                      "compile it with iree-compile (`triton-iree prepare --print-flags` prints the "
                                      "flags)", loc=self.loc(op) or None)
+
+    def _check_parses(self) -> None:
+        """Parses the text in a child process first: on some invalid inputs (a value used before
+        it is defined in a nested region, LLVM issues 107121 and 127778) MLIR's parser frees
+        memory it uses later, and the corrupted heap aborts this process long after the parse
+        error. A text that parses there parses here; one that does not is refused with the
+        parser's first error, and one that kills the child is refused as such."""
+        child = subprocess.run([sys.executable, "-c", _PARSE_CHILD], input=self.text.encode(),
+                               capture_output=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        if child.returncode != 0:
+            why = f"signal {-child.returncode}" if child.returncode < 0 else f"exit code {child.returncode}"
+            raise InputError(f"input does not parse: MLIR's parser failed on it ({why})")
+        if child.stdout:
+            message, location = json.loads(child.stdout)
+            where = self._fix_loc(source_loc(location))
+            raise InputError(f"input does not parse: {' '.join(message.split())}", loc=where or None)
 
     def _check_index_lists(self) -> None:
         """MLIR's parser crashes (SIGSEGV) on a malformed index list of linalg.reduce,
