@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from triton_iree import aot, kernels as K, runtime, targets
+from triton_iree import aot, copies, kernels as K, runtime, targets
 from triton_iree.errors import LaunchError
 
 from helpers import program_versions
@@ -977,6 +977,33 @@ def test_a_launch_writes_back_only_what_it_changed_in_the_tensors_own_storage(vu
     run(x, y, out, n, grid=(triton.cdiv(n, 1024),))
     assert torch.equal(out, x + y) and untouched(whole, out)
     assert torch.equal(base, x_before)
+
+
+@pytest.mark.parametrize("through", ["triton", "vmfb"])
+def test_only_tensors_the_kernel_may_store_to_are_copied_back(vulkan, vulkan_active, monkeypatch, through):
+    """Through `kernel[grid]` the launcher knows which pointer arguments the kernel stores to,
+    by tl.store or by an atomic: only those are copied back after the launch. A .vmfb file
+    does not say, so every tensor is."""
+    backs = []
+    write_back = copies.DeviceCopies.write_back
+    monkeypatch.setattr(copies.DeviceCopies, "write_back",
+                        lambda self: backs.append(sorted(c[4] for c in self.copies)) or write_back(self))
+    n, m = 157, 39
+    target, val, count = torch.zeros(m, dtype=torch.int32), torch.ones(n, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    old = torch.zeros(n + 5, dtype=torch.int32)
+    x, y, out = torch.rand(3000), torch.rand(3000), torch.zeros(3000)
+    if through == "triton":
+        K.add_kernel[(3,)](x, y, out, 3000, BLOCK_SIZE=1024)
+        atomic_add_kernel[(5,)](target, val, old, count, n, m, BLOCK=32)
+    else:
+        launcher(K.add_kernel, ADD_SIG, {"BLOCK_SIZE": 1024})(x, y, out, 3000, grid=(3,))
+    assert torch.equal(out, x + y)
+    if through == "triton":
+        assert torch.equal(target, torch.bincount(torch.arange(n) % m, minlength=m).int())
+        assert int(count) == 15 and bool((old[n:] == torch.tensor([0, 1, 3, 6, 10], dtype=torch.int32)).all())
+        assert backs == [[out.data_ptr()], sorted(t.data_ptr() for t in (target, old, count))]
+    else:
+        assert backs == [sorted(t.data_ptr() for t in (x, y, out))]
 
 
 def test_numpy_memory_that_is_only_16_byte_aligned(vulkan):

@@ -155,9 +155,11 @@ class Abi:
         return self.scalars + self.bases
 
 
-def of_signature(names: Sequence[str], signature: dict, kernel: str) -> Abi:
+def of_signature(names: Sequence[str], signature: dict, kernel: str,
+                 written: Optional[Sequence[int]] = None) -> Abi:
     """The ABI of a compiled kernel from Triton's signature ('*fp32', 'i32', 'constexpr', ...) of
-    parameters `names`."""
+    parameters `names`. `written`: the numbers (among the pointer parameters) of the buffers the
+    kernel stores to; None where that is not known (a .vmfb file), and then every buffer is."""
     params = []
     for name in names:
         ty = signature[name]
@@ -167,7 +169,8 @@ def of_signature(names: Sequence[str], signature: dict, kernel: str) -> Abi:
             elt = ty[1:].lstrip("k")
             if elt not in POINTER_DTYPES:
                 raise LaunchError(f"argument '{name}': pointers to {elt} are not supported", kernel=kernel)
-            params.append(Slot(BUFFER, name, POINTER_DTYPES[elt]))
+            number = sum(p.kind == BUFFER for p in params)
+            params.append(Slot(BUFFER, name, POINTER_DTYPES[elt], written is None or number in written))
         elif ty in SCALAR_TYPES:
             params.append(Slot(SCALAR, name, SCALAR_TYPES[ty]))
         else:

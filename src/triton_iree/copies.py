@@ -27,9 +27,11 @@ class DeviceCopies:
         self.semaphore = device.create_semaphore(0)
         self.copied = 0   # queue copies submitted, signalled in order on `semaphore`
 
-    def buffer(self, tensor, base: int, nbytes: int, element_type, element_bytes: int) -> rt.HalBufferView:
+    def buffer(self, tensor, base: int, nbytes: int, element_type, element_bytes: int,
+               written: bool = True) -> rt.HalBufferView:
         """A device buffer holding a copy of [base, base + nbytes), `tensor`'s import span, viewed
-        as elements of IREE's `element_type`."""
+        as elements of IREE's `element_type`; copied back by `write_back` if the kernel may have
+        `written` it."""
         host = np.frombuffer((ctypes.c_char * nbytes).from_address(base), dtype=np.uint8) if nbytes else \
             np.zeros(element_bytes, np.uint8)   # Vulkan has no empty bindings
         allocator = self.device.allocator
@@ -39,7 +41,7 @@ class DeviceCopies:
         buf = allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
                                         allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=len(host))
         self._copy(stage, buf)
-        if nbytes:
+        if nbytes and written:
             # Written back: the bytes of the buffer that are the tensor's own storage (the buffer
             # may start before it, at the aligned address before the first element).
             start = max(base, tensor.untyped_storage().data_ptr())

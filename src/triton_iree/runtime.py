@@ -390,14 +390,14 @@ _views: dict[tuple, rt.HalBufferView] = {}
 _VIEWS_MAX = 512
 
 
-def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | None = None
-                  ) -> rt.HalBufferView:
-    """The caller's tensor memory as a HAL buffer view of `dtype` elements (zero-copy), from
-    the aligned base of `import_span` to the end of the storage."""
+def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | None = None,
+                  written: bool = True) -> rt.HalBufferView:
+    """The caller's tensor memory as a HAL buffer view of `dtype` elements (zero-copy), from the
+    aligned base of `import_span` to the end of the storage (or a copy: `DeviceCopies.buffer`)."""
     want = _ELEMENT_TYPES.get(dtype)
     base, nbytes, _ = span or import_span(tensor, dev.alignment)
     if dev.memory == targets.COPIED:
-        return _vulkan_launch.copies.buffer(tensor, base, nbytes, _ELEMENT_TYPES[dtype], ELEMENT_BYTES[dtype])
+        return _vulkan_launch.copies.buffer(tensor, base, nbytes, _ELEMENT_TYPES[dtype], ELEMENT_BYTES[dtype], written)
     if want is None or nbytes == 0:
         return _dlpack_view(dev, tensor, want)
     # Import the address range directly, once, instead of a DLPack round trip of the tensor each
@@ -547,7 +547,7 @@ def build_arguments(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence
     for slot in abi.slots:
         kind = slot.kind
         if kind == BUFFER:
-            args.push_ref(import_tensor(dev, next(given), slot.dtype, spans[slot.number]))
+            args.push_ref(import_tensor(dev, next(given), slot.dtype, spans[slot.number], slot.written))
         elif kind == SCALAR:
             v = next(given)
             if slot.dtype[0] == "i":

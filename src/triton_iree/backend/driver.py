@@ -87,7 +87,7 @@ class IreeLauncher:
         signature = dict(src.signature)
         names = list(signature.keys())
         self.name = metadata.name
-        self.abi = abi.of_signature(names, signature, self.name)
+        self.abi = abi.of_signature(names, signature, self.name, getattr(metadata, "iree_written", None))
         self.printer = prints.Printer.of(metadata)
         self.checks = checks.Checks.of(metadata, self.printer.extend(self.abi) if self.printer else self.abi)
         keep = [i for i, n in enumerate(names) if signature[n] != "constexpr"]
