@@ -19,6 +19,7 @@ from triton.compiler.compiler import ASTSource
 
 from triton_iree import aot, kernels as K
 from triton_iree.compile import COMMON_FLAGS
+from triton_iree.errors import ResourceLimitError
 
 from helpers import module_ops, reduction_bodies
 from test_memory_order import raw_kernel, scalar_counter_kernel, war_other_buffer_kernel   # the kernels wrong on the H200, or not compiled there
@@ -1111,6 +1112,20 @@ def test_a_vulkan_layer_norm_is_spread_over_the_threads(tmp_path):
         assert "sizes = [1024]" not in rest and "tensor.insert_slice" in rest
     assert '"reduction"' not in text
     assert "gpu.known_block_size = array<i32: 256, 1, 1>" in _vulkan_spirv(text, "ampere", tmp_path)
+
+
+def test_tiles_beyond_the_workgroup_memory_are_a_resource_limit_error():
+    """On SPIR-V every tile is a buffer in workgroup memory: layer norm in blocks of 1024 needs
+    more than lavapipe's 32 KiB. The error says how much, and that smaller blocks fit (before,
+    it said that IREE's GPU code generation does not handle every kernel)."""
+    with pytest.raises(ResourceLimitError, match=r"the kernel's tiles need \d+ bytes of workgroup memory in one "
+                                                 r"program, more than the 32768 bytes vulkan \(llvmpipe\) has: use "
+                                                 r"smaller block sizes") as e:
+        aot.compile_kernel(K.layer_norm_fwd_kernel, LAYER_NORM_SIG, {"BLOCK_SIZE": 1024}, target="vulkan",
+                           arch="llvmpipe", num_warps=8)
+    assert e.value.needed > e.value.limit == 32768
+    aot.compile_kernel(K.layer_norm_fwd_kernel, LAYER_NORM_SIG, {"BLOCK_SIZE": 512}, target="vulkan",
+                       arch="llvmpipe", num_warps=8)
 
 
 def test_a_vulkan_vector_add_reads_and_writes_its_full_tiles_in_place(tmp_path):

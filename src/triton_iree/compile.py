@@ -370,6 +370,14 @@ def _run_stage(cl: list[str], target: Target, name: str, workdir: Path, deadline
                 f"the kernel's tiles need {need} bytes of stack in one program, more than the {limit} bytes "
                 f"IREE's llvm-cpu code allows: use smaller block sizes (the tl.constexpr arguments that set "
                 f"the tiles' shapes); {kept}\n{_trim(stderr)}", needed=need, limit=limit, kernel=name)
+        shared = _WORKGROUP_MEMORY_LIMIT.search(stderr)
+        if shared is not None:
+            need, limit = int(shared.group(1)), int(shared.group(2))
+            arch = f" ({target.arch})" if target.arch else ""
+            raise ResourceLimitError(
+                f"the kernel's tiles need {need} bytes of workgroup memory in one program, more than the {limit} "
+                f"bytes {target.name}{arch} has: use smaller block sizes (the tl.constexpr arguments that set "
+                f"the tiles' shapes); {kept}\n{_trim(stderr)}", needed=need, limit=limit, kernel=name)
         hint = "" if target.is_cpu else (
             " (IREE's GPU code generation does not handle every Triton kernel yet; on CUDA, native mode, "
             "`triton-iree compile --native`, runs Triton's own kernel)")
@@ -379,6 +387,8 @@ def _run_stage(cl: list[str], target: Target, name: str, workdir: Path, deadline
 
 # iree-compile's llvm-cpu diagnostic for a dispatch whose stack allocations exceed the limit.
 _STACK_LIMIT = re.compile(r"exceeded stack allocation limit of (\d+) bytes for function\. Got (\d+) bytes")
+# Its GPU diagnostic for a dispatch whose workgroup memory (on SPIR-V, every tile's) exceeds the limit.
+_WORKGROUP_MEMORY_LIMIT = re.compile(r"uses (\d+) bytes of shared memory; exceeded the limit of (\d+) bytes")
 
 
 def _trim(text: str, limit: int = 4000) -> str:

@@ -92,7 +92,8 @@ def invalid_module(what: str, text: str, error: Exception, kernel: str) -> Compi
 
 class ResourceLimitError(CompileError):
     """The kernel's tiles need more of a target's resource than it has (the stack of one program
-    on the CPU): `needed` and `limit` in bytes. Smaller block sizes make smaller tiles."""
+    on the CPU, workgroup memory on a GPU): `needed` and `limit` in bytes. Smaller block sizes
+    make smaller tiles."""
 
     def __init__(self, message: str, *, needed: int, limit: int, kernel: str | None = None,
                  loc: str | None = None):
