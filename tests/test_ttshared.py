@@ -179,6 +179,20 @@ def test_seed_element_types(dtype):
 
 # --- programs in the same style -----------------------------------------------------------------
 
+def test_the_input_is_parsed_in_a_child_process_first(monkeypatch):
+    """MLIR's parser corrupts the heap on some invalid inputs (tests/data/fuzz/
+    forward_reference_into_nested_region.mlir aborted the process after the parse error): a
+    child process parses the text first, and its errors and crashes are InputErrors here."""
+    text = (DATA / "softmax_argmax_mixed.mlir").read_text()
+    bad = (Path(__file__).resolve().parent / "data" / "fuzz" / "forward_reference_into_nested_region.mlir").read_text()
+    with pytest.raises(InputError, match=r"input does not parse: redefinition of block '\^bb0'") as e:
+        ttshared.read_ttshared(bad, "bad.mlir")
+    assert e.value.loc == "bad.mlir:75:5"
+    monkeypatch.setattr(ttshared, "_PARSE_CHILD", "import os; os.abort()")
+    with pytest.raises(InputError, match=r"input does not parse: MLIR's parser crashed on it \(signal 6\)"):
+        ttshared.read_ttshared(text)
+
+
 def test_2d_masked_strided_tile_mixed_form_with_transposed_store():
     text = data("scale_transpose_2d_mixed.mlir")
     _, accs = accesses(text)

@@ -85,9 +85,9 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
     # -- entry ------------------------------------------------------------------------
     def read(self) -> t.Kernel:
         self._check_index_lists()
+        self._check_parses()
         with ir.Context() as ctx, ir.Location.unknown():
             ctx.allow_unregistered_dialects = True   # leftover tt.* ops get a proper error
-            self._check_parses()
             module = ir.Module.parse(self.text)
             ops = list(module.body.operations)
             self._refuse_prepared(ops)
@@ -122,9 +122,11 @@ class TTSharedReader(MemoryReader, LinalgReader, ControlReader):
         parser's first error, and one that kills the child is refused as such."""
         child = subprocess.run([sys.executable, "-c", _PARSE_CHILD], input=self.text.encode(),
                                capture_output=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        if child.returncode < 0:
+            raise InputError(f"input does not parse: MLIR's parser crashed on it (signal {-child.returncode})")
         if child.returncode != 0:
-            why = f"signal {-child.returncode}" if child.returncode < 0 else f"exit code {child.returncode}"
-            raise InputError(f"input does not parse: MLIR's parser failed on it ({why})")
+            last = (child.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise InputError(f"input does not parse: the parsing process failed (exit code {child.returncode}: {last})")
         if child.stdout:
             message, location = json.loads(child.stdout)
             where = self._fix_loc(source_loc(location))
