@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from triton_iree import aot, copies, kernels as K, runtime, targets
+from triton_iree import abi, aot, copies, kernels as K, runtime, targets
 from triton_iree.errors import LaunchError
 
 from helpers import program_versions
@@ -981,9 +981,9 @@ def test_a_launch_writes_back_only_what_it_changed_in_the_tensors_own_storage(vu
 
 @pytest.mark.parametrize("through", ["triton", "vmfb"])
 def test_only_tensors_the_kernel_may_store_to_are_copied_back(vulkan, vulkan_active, monkeypatch, through):
-    """Through `kernel[grid]` the launcher knows which pointer arguments the kernel stores to,
-    by tl.store or by an atomic: only those are copied back after the launch. A .vmfb file
-    does not say, so every tensor is."""
+    """The compile records which pointer arguments the kernel stores to, by tl.store or by an
+    atomic (in the launch's metadata, and in the .vmfb's reflection): only those are copied
+    back after the launch. Where a module does not say (native mode's), every tensor is."""
     backs = []
     write_back = copies.DeviceCopies.write_back
     monkeypatch.setattr(copies.DeviceCopies, "write_back",
@@ -997,13 +997,14 @@ def test_only_tensors_the_kernel_may_store_to_are_copied_back(vulkan, vulkan_act
         atomic_add_kernel[(5,)](target, val, old, count, n, m, BLOCK=32)
     else:
         launcher(K.add_kernel, ADD_SIG, {"BLOCK_SIZE": 1024})(x, y, out, 3000, grid=(3,))
+        launcher(atomic_add_kernel, "target_ptr=*i32,val_ptr=*i32,old_ptr=*i32,count_ptr=*i32,n=i32,m=i32",
+                 {"BLOCK": 32})(target, val, old, count, n, m, grid=(5,))
     assert torch.equal(out, x + y)
-    if through == "triton":
-        assert torch.equal(target, torch.bincount(torch.arange(n) % m, minlength=m).int())
-        assert int(count) == 15 and bool((old[n:] == torch.tensor([0, 1, 3, 6, 10], dtype=torch.int32)).all())
-        assert backs == [[out.data_ptr()], sorted(t.data_ptr() for t in (target, old, count))]
-    else:
-        assert backs == [sorted(t.data_ptr() for t in (x, y, out))]
+    assert torch.equal(target, torch.bincount(torch.arange(n) % m, minlength=m).int())
+    assert int(count) == 15 and bool((old[n:] == torch.tensor([0, 1, 3, 6, 10], dtype=torch.int32)).all())
+    assert backs == [[out.data_ptr()], sorted(t.data_ptr() for t in (target, old, count))]
+    unsaid = abi.of_signature(["x", "out"], {"x": "*fp32", "out": "*fp32"}, "k", written=None)
+    assert all(s.written for s in unsaid.buffers)
 
 
 def test_numpy_memory_that_is_only_16_byte_aligned(vulkan):

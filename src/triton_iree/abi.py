@@ -16,7 +16,9 @@ public function, named after the kernel. Its arguments (`Abi.slots`), in order:
    pointers are whole buffers).
 
 It returns every buffer the kernel writes, in parameter order, each tied to its argument
-(``iree.abi.output``), so callers that pass device buffers get in-place writes.
+(``iree.abi.output``), so callers that pass device buffers get in-place writes. The lowering's
+modules also list the written buffers' numbers in the function's reflection (`WRITTEN_KEY`):
+a launcher that passes copies (vulkan) copies back only those.
 
 CUDA modules are compiled with IREE's asynchronous execution model: each function takes a wait
 and a signal fence after its arguments and returns once its work is queued. Each also has a twin,
@@ -153,6 +155,16 @@ class Abi:
         binding in order: each scalar (64-bit ones as two words, low first), then each base offset
         (in bytes)."""
         return self.scalars + self.bases
+
+
+# The function's reflection entry listing the written buffers' numbers among the buffers ("0,2").
+WRITTEN_KEY = "triton_iree.written"
+
+
+def written_of_reflection(reflection: dict) -> Optional[list[int]]:
+    """The numbers of the buffers a loaded module's function writes, where its reflection says."""
+    listed = reflection.get(WRITTEN_KEY)
+    return None if listed is None else [int(n) for n in listed.split(",") if n]
 
 
 def of_signature(names: Sequence[str], signature: dict, kernel: str,

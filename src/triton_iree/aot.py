@@ -271,7 +271,8 @@ class Launcher:
         self._runtime = runtime
         self.kernel = runtime.LoadedKernel(vmfb, kernel, driver)
         self.kernel.allow_inline(None)   # a .vmfb file does not say how much stack its code needs
-        self.abi = abi.of_signature(list(signature), signature, kernel)
+        self.abi = abi.of_signature(list(signature), signature, kernel,
+                                    abi.written_of_reflection(self.kernel.main.function.reflection))
         # The torch dtype each pointer argument's tensor must have, as Triton's launcher types it.
         self.dtypes = {name: types.POINTER_TYPES[ty[1:].lstrip("k")][1] for name, ty in signature.items()
                        if ty.startswith("*")}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import tile as t
-from ..abi import BUFFER, GRID, Abi, Slot
+from ..abi import BUFFER, GRID, WRITTEN_KEY, Abi, Slot
 from ..forms import GatherAccess, StructuredAccess
 from .configure import COPY_MARK, OP_MARK
 from .values import _CHEAP_OPS, EmitterBase, _LinalgOp, _Tensor
@@ -19,10 +19,9 @@ class ModuleEmitter(EmitterBase):
         abi = Abi.of_kernel(k, self.written_ids)
         args = abi.arguments(_ssa)
         results = abi.results()
-        attrs = ""
-        if k.reflection:
-            attrs = " attributes {iree.reflection = {" + ", ".join(
-                f"{key} = {_mlir_string(v)}" for key, v in k.reflection.items()) + "}}"
+        reflection = {**k.reflection, WRITTEN_KEY: ",".join(str(s.number) for s in abi.written)}
+        attrs = " attributes {iree.reflection = {" + ", ".join(
+            f"{key} = {_mlir_string(v)}" for key, v in reflection.items()) + "}}"
         self.w(f"func.func @{k.name}({', '.join(args)}) -> ({', '.join(results)}){attrs} {{")
         self.indent += 1
         c0 = self.fresh("c")
