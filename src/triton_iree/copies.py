@@ -24,6 +24,9 @@ class DeviceCopies:
     def __init__(self, device: rt.HalDevice):
         self.device = device
         self.copies: list = []
+        # Every staging buffer until its upload has finished: a buffer the kernel only reads is
+        # not in `copies`, and the queue copy must not depend on IREE keeping its source alive.
+        self.uploading: list = []
         self.semaphore = device.create_semaphore(0)
         self.copied = 0   # queue copies submitted, signalled in order on `semaphore`
 
@@ -41,6 +44,7 @@ class DeviceCopies:
         buf = allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
                                         allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=len(host))
         self._copy(stage, buf)
+        self.uploading.append(stage)
         if nbytes and written:
             # Written back: the bytes of the buffer that are the tensor's own storage (the buffer
             # may start before it, at the aligned address before the first element).
@@ -56,6 +60,7 @@ class DeviceCopies:
     def uploaded(self) -> None:
         """Waits until every buffer holds its tensor's bytes (before the launch reads them)."""
         self.semaphore.wait(self.copied)
+        self.uploading.clear()
 
     def write_back(self) -> None:
         for buf, stage, *_ in self.copies:
