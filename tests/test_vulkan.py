@@ -1041,9 +1041,26 @@ def test_a_failed_launch_changes_no_tensor(monkeypatch, vulkan):
         ctx.dev.timeline.invoke(ctx.context, ctx.function, args).wait()       # the kernel runs ...
         raise LaunchError("failed after the kernel ran (test)")               # ... and the launch fails
     monkeypatch.setattr(runtime.LoadedKernel, "_invoke", fail)
+    kept = {id(b) for _, b in vulkan.pool.free}
     with pytest.raises(LaunchError, match="failed after the kernel ran"):
         run(x, y, out, 2000, grid=(2,))
     assert all(torch.equal(a, b) for a, b in zip((x, y, out), before))
+    assert {id(b) for _, b in vulkan.pool.free} <= kept      # the failed launch's buffers are dropped
+
+
+def test_a_launch_reuses_the_buffers_of_an_earlier_one_and_nothing_of_its_data(vulkan):
+    # The second launch takes the first one's staging and device buffers (the same objects come
+    # back to the pool), and writes back its own tensors' bytes where the kernel stores nothing.
+    run = launcher(K.add_kernel, ADD_SIG, {"BLOCK_SIZE": 1024})
+    x, y, out = torch.rand(3001), torch.rand(3001), torch.full((3001,), -1.0)
+    run(x, y, out, 2500, grid=(3,))
+    first = {id(b) for (_, size), b in vulkan.pool.free if size == 3001 * 4}
+    assert len(first) == 6                  # a staging and a device buffer for each tensor
+    x2, y2, out2 = torch.rand(3001), torch.rand(3001), torch.full((3001,), -2.0)
+    run(x2, y2, out2, 2500, grid=(3,))
+    assert torch.equal(out2[:2500], x2[:2500] + y2[:2500]) and bool((out2[2500:] == -2).all())
+    assert torch.equal(out[:2500], x[:2500] + y[:2500]) and bool((out[2500:] == -1).all())
+    assert {id(b) for (_, size), b in vulkan.pool.free if size == 3001 * 4} == first
 
 
 def test_arguments_that_share_memory_are_refused(vulkan):

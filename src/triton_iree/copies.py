@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import iree.runtime as rt
 import numpy as np
@@ -9,6 +10,44 @@ import numpy as np
 
 # Host memory the device can copy from and to, cached for the CPU (it reads what a launch wrote).
 _STAGING_MEMORY = int(rt.MemoryType.HOST_LOCAL) | int(rt.MemoryType.HOST_CACHED) | int(rt.MemoryType.DEVICE_VISIBLE)
+_STAGING, _DEVICE = "staging", "device"
+# The most bytes of buffers a device's `BufferPool` keeps between launches.
+POOL_BYTES = 4 << 30
+
+
+class BufferPool:
+    """The staging and device buffers of a device's finished launches, kept for later launches
+    of the same sizes, which then neither allocate memory nor fault in its pages. Keeps at most
+    `limit` bytes, dropping the buffers given back longest ago first."""
+
+    def __init__(self, limit: int = POOL_BYTES):
+        self.limit = limit
+        self.lock = threading.Lock()
+        self.free: list[tuple[tuple[str, int], rt.HalBuffer]] = []   # ((kind, bytes), buffer), oldest first
+        self.bytes = 0
+
+    def take(self, kind: str, size: int):
+        """A kept buffer of `kind` and `size` bytes (the most recently given back), or None."""
+        with self.lock:
+            for i in range(len(self.free) - 1, -1, -1):
+                if self.free[i][0] == (kind, size):
+                    self.bytes -= size
+                    return self.free.pop(i)[1]
+        return None
+
+    def give(self, buffers: list) -> None:
+        """Keeps `buffers` ((kind, bytes), buffer) that no queue operation uses any more."""
+        with self.lock:
+            kept = [b for b in buffers if b[0][1] <= self.limit]
+            self.free += kept
+            self.bytes += sum(size for (_, size), _ in kept)
+            while self.bytes > self.limit:
+                (_, size), _ = self.free.pop(0)
+                self.bytes -= size
+
+    def clear(self) -> None:
+        with self.lock:
+            self.free, self.bytes = [], 0
 
 
 class DeviceCopies:
@@ -19,14 +58,14 @@ class DeviceCopies:
 
     Both ways go through a host-cached staging buffer and a queue copy: a discrete GPU's
     host-visible device memory is uncached for the CPU (reading it ran at about 10 MB/s on
-    NVIDIA's driver), and only a small window of it may be host-visible at all."""
+    NVIDIA's driver), and only a small window of it may be host-visible at all. The buffers come
+    from `pool` and go back to it once the launch has finished; a failed launch drops them."""
 
-    def __init__(self, device: rt.HalDevice):
+    def __init__(self, device: rt.HalDevice, pool: BufferPool):
         self.device = device
+        self.pool = pool
+        self.taken: list = []     # every buffer of the launch, for `pool`
         self.copies: list = []
-        # Every staging buffer until its upload has finished: a buffer the kernel only reads is
-        # not in `copies`, and the queue copy must not depend on IREE keeping its source alive.
-        self.uploading: list = []
         self.semaphore = device.create_semaphore(0)
         self.copied = 0   # queue copies submitted, signalled in order on `semaphore`
 
@@ -37,20 +76,27 @@ class DeviceCopies:
         `written` it."""
         host = np.frombuffer((ctypes.c_char * nbytes).from_address(base), dtype=np.uint8) if nbytes else \
             np.zeros(element_bytes, np.uint8)   # Vulkan has no empty bindings
-        allocator = self.device.allocator
-        stage = allocator.allocate_buffer_copy(
-            memory_type=_STAGING_MEMORY, allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING,
-            device=self.device, buffer=host)
-        buf = allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
-                                        allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=len(host))
+        stage, buf = self._take(_STAGING, len(host)), self._take(_DEVICE, len(host))
+        _write(stage, host)
         self._copy(stage, buf)
-        self.uploading.append(stage)
         if nbytes and written:
             # Written back: the bytes of the buffer that are the tensor's own storage (the buffer
             # may start before it, at the aligned address before the first element).
             start = max(base, tensor.untyped_storage().data_ptr())
             self.copies.append((buf, stage, base, nbytes, start, base + nbytes - start))
         return rt.HalBufferView(buf, (len(host) // element_bytes,), element_type)
+
+    def _take(self, kind: str, size: int) -> rt.HalBuffer:
+        buf = self.pool.take(kind, size)
+        if buf is None:
+            allocator = self.device.allocator
+            buf = allocator.allocate_buffer(
+                memory_type=_STAGING_MEMORY, allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING,
+                allocation_size=size) if kind == _STAGING else \
+                allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
+                                          allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=size)
+        self.taken.append(((kind, size), buf))
+        return buf
 
     def _copy(self, source, target) -> None:
         self.device.queue_copy(source, target, rt.HalFence.create_at(self.semaphore, self.copied),
@@ -60,15 +106,26 @@ class DeviceCopies:
     def uploaded(self) -> None:
         """Waits until every buffer holds its tensor's bytes (before the launch reads them)."""
         self.semaphore.wait(self.copied)
-        self.uploading.clear()
 
     def write_back(self) -> None:
         for buf, stage, *_ in self.copies:
             self._copy(buf, stage)
         self.semaphore.wait(self.copied)
         for _, stage, base, nbytes, start, size in self.copies:
-            got = stage.map().asarray([nbytes], np.dtype("uint8"))[start - base:start - base + size]
+            mapping = stage.map()   # held while `got` is read: its array does not keep it
+            got = mapping.asarray([nbytes], np.dtype("uint8"))[start - base:start - base + size]
             mine = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(start))
             if not np.array_equal(got, mine):
                 np.copyto(mine, got)
+            del got, mapping
         self.copies.clear()
+        # The launch and every copy have finished: the buffers are free for later launches.
+        self.pool.give(self.taken)
+        self.taken = []
+
+
+def _write(buffer: rt.HalBuffer, data: np.ndarray) -> None:
+    """Writes `data` into the mappable `buffer`. The mapping is held while it is written (the
+    array IREE makes of it does not keep it) and ends, flushing non-coherent memory, at return."""
+    mapping = buffer.map()
+    np.copyto(mapping.asarray([len(data)], np.dtype("uint8")), data)

@@ -18,7 +18,7 @@ import math
 import operator
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import iree.runtime as rt
@@ -28,7 +28,7 @@ from . import targets
 from .abi import BASE, BUFFER, GRID, SCALAR, Abi, ordered_name
 from .borrowed import borrowed_view
 from .compile import compile_module
-from .copies import DeviceCopies
+from .copies import BufferPool, DeviceCopies
 from .errors import LaunchError
 from .types import ELEMENT_BYTES
 
@@ -55,6 +55,7 @@ class Device:
     alignment: int
     timeline: "Timeline"
     order: Any = None   # `Target.stream_order`'s, made at the first ordered launch
+    pool: BufferPool = field(default_factory=BufferPool)   # buffers of copies (`targets.COPIED`)
 
 
 class Timeline:
@@ -89,8 +90,8 @@ class Timeline:
 
 def _release_at_exit() -> None:
     """Drops every IREE object the runtime keeps (the modules' contexts, functions and argument
-    lists, the devices' timelines, stream orders, HAL modules, devices and the VM instance)
-    before the interpreter tears down: a HAL object that outlives its device crashes it at exit,
+    lists, the devices' timelines, stream orders, pooled buffers, HAL modules, devices and the VM
+    instance) before the interpreter tears down: a HAL object that outlives its device crashes it at exit,
     and nanobind reports the objects still alive when IREE's bindings are freed as leaks, which
     they are whenever a kernel outlives the modules (held in a reference cycle, or by Triton).
     Nothing launches after this."""
@@ -101,7 +102,7 @@ def _release_at_exit() -> None:
         kernel._arg_lists.clear()
     for dev in _devices.values():
         dev.timeline.semaphore = dev.timeline.device = None
-        dev.order = None
+        dev.order = dev.pool = None
         dev.device = dev.hal_module = dev.instance = None
     _devices.clear()
     global _instance
@@ -167,7 +168,6 @@ INLINE_MAX_BYTES = 256 << 10
 # each function's frame when iree-compile builds it: `compile.Compiled.stack_bytes`).
 INLINE_MAX_STACK_BYTES = 256 << 10
 INLINE_DRIVER = "local-sync"
-
 
 
 def torch_uint8():
@@ -263,9 +263,9 @@ class LoadedKernel:
             return shared.kernel(self).launch(abi, values, grid)
         ctx = self.main   # GPU modules never run inline (`allow_inline`: local-task's only)
         if ctx.dev.memory == targets.COPIED:
-            # The copies' buffers and semaphore go with the launch: HAL objects that outlive their
-            # device crash the interpreter at exit.
-            _vulkan_launch.copies = copies = DeviceCopies(ctx.dev.device)
+            # The copies' semaphore goes with the launch, their buffers to the device's pool (dropped
+            # at exit): HAL objects that outlive their device crash the interpreter at exit.
+            _vulkan_launch.copies = copies = DeviceCopies(ctx.dev.device, ctx.dev.pool)
             try:
                 args = build_arguments(ctx.dev, abi, values, grid, spans)
                 copies.uploaded()
