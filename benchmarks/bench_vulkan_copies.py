@@ -44,16 +44,17 @@ def every_tensor_copied_back(fn):
 
 
 def buffers_allocated_each_launch(fn):
-    """`fn` run with the device's pool of buffers keeping none."""
+    """`fn` run with the device's pool of buffers keeping none, and then given back what it held
+    (so the runs timed beside this one still find their buffers)."""
     pool = runtime.get_device("vulkan").pool
 
     def run():
-        limit, pool.limit = pool.limit, 0
-        pool.clear()
+        kept = pool.free, pool.bytes, pool.limit
+        pool.free, pool.bytes, pool.limit = [], 0, 0
         try:
             fn()
         finally:
-            pool.limit = limit
+            pool.free, pool.bytes, pool.limit = kept
     return run
 
 
