@@ -101,7 +101,7 @@ class IreeModule:
         kernel, abi = self.launcher.kernel, self.launcher.abi
         values = [args[i] for i in self.keep]
         dev = kernel.dev
-        copies = runtime._vulkan_launch.copies = DeviceCopies(dev.device)
+        copies = runtime._vulkan_launch.copies = DeviceCopies(dev.device, dev.pool)
         try:
             spans = runtime.check_arguments(dev, abi, values, grid, kernel.name)
             vm_args = runtime.build_arguments(dev, abi, values, grid, spans)
