@@ -1091,27 +1091,43 @@ def test_a_vulkan_softmax_row_is_reduced_with_subgroup_operations(arch, block, w
     assert re.search(r"spirv\.IMul %\w+, %cst4_i32", spirv) and "%cst16_i32" not in spirv
 
 
-def test_a_vulkan_layer_norm_is_spread_over_the_threads(tmp_path):
+@pytest.mark.parametrize("block, warps, threads", [(1024, 8, 512), (256, 8, 256), (1024, 16, 512)])
+def test_a_vulkan_layer_norm_is_spread_over_the_threads(block, warps, threads, tmp_path):
     """Its `tl.where(cols < N, ..)` computes with a tile of indices, which IREE's SPIR-V
     SubgroupReduce pipeline does not spread over the threads: not a row program on Vulkan. Its
     sums combine neighbours in elementwise ops (`spirv.pairwise_reductions`): no reduction of a
-    whole tile is left, and BaseDistribute spreads every op over the workgroup's 256 threads
-    (one thread ran the whole program, at 0.01 of Triton's speed on CUDA). Its tiles are 1-D,
-    so it has a full-tile version: each of its three loops over the row runs its whole blocks
-    first, reading them from the bindings in place (1.26 to 1.00 ms on an H100), then the
-    masked rest, which assembles its blocks in workgroup memory."""
-    text = aot.compile_kernel(K.layer_norm_fwd_kernel, LAYER_NORM_SIG, {"BLOCK_SIZE": 1024}, target="vulkan",
-                              arch="ampere", vmfb=False, num_warps=8).module
+    whole tile is left, and BaseDistribute spreads every op over the workgroup's threads (one
+    thread ran the whole program, at 0.01 of Triton's speed on CUDA): a thread for every 2
+    elements of a block, or num_warps' threads where they are more (`SpirvTiling.for_kernel`;
+    8 warps for blocks of 1024 took 1.5 times as long on an H100). Its tiles are 1-D, so it has a
+    full-tile version: each of its three loops over the row runs its whole blocks first, reading
+    them from the bindings in place (1.26 to 1.00 ms on an H100), then the masked rest, which
+    assembles its blocks in workgroup memory."""
+    text = aot.compile_kernel(K.layer_norm_fwd_kernel, LAYER_NORM_SIG, {"BLOCK_SIZE": block}, target="vulkan",
+                              arch="ampere", vmfb=False, num_warps=warps).module
     infos = [a["compilation_info"] for _, a in module_ops(text) if "compilation_info" in a]
-    assert len(infos) == 1 and "BaseDistribute" in infos[0] and "workgroup_size = [256, 1, 1]" in infos[0]
+    assert len(infos) == 1 and "BaseDistribute" in infos[0] and f"workgroup_size = [{threads}, 1, 1]" in infos[0]
     fors = text.split("scf.for ")[1:]
     assert len(fors) == 6
     for whole, rest in zip(fors[0::2], fors[1::2]):
         whole, rest = whole.split("scf.yield")[0], rest.split("scf.yield")[0]
-        assert "sizes = [1024]" in whole and "tensor.insert_slice" not in whole
-        assert "sizes = [1024]" not in rest and "tensor.insert_slice" in rest
+        assert f"sizes = [{block}]" in whole and "tensor.insert_slice" not in whole
+        assert f"sizes = [{block}]" not in rest and "tensor.insert_slice" in rest
     assert '"reduction"' not in text
-    assert "gpu.known_block_size = array<i32: 256, 1, 1>" in _vulkan_spirv(text, "ampere", tmp_path)
+    assert f"gpu.known_block_size = array<i32: {threads}, 1, 1>" in _vulkan_spirv(text, "ampere", tmp_path)
+
+
+def test_on_vulkan_programs_without_loops_keep_their_warps():
+    """A vector add carries no tile through a loop: its 4 warps stay (8 were about as fast on
+    an H100, 16 slower); nor does a matmul's K loop, which computes tl.dot, get more."""
+    sig = {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n_elements": "i32:16"}
+    add = aot.compile_kernel(K.add_kernel, sig, {"BLOCK_SIZE": 1024}, target="vulkan", arch="ampere",
+                             vmfb=False, num_warps=4).module
+    mm = aot.compile_kernel(K.matmul_kernel, MATMUL_SIG, MATMUL_BLOCKS, target="vulkan", arch="ampere",
+                            vmfb=False, num_warps=4).module
+    for text in (add, mm):
+        infos = [a["compilation_info"] for _, a in module_ops(text) if "compilation_info" in a]
+        assert infos and all("workgroup_size = [128, 1, 1]" in i for i in infos), infos
 
 
 def test_tiles_beyond_the_workgroup_memory_are_a_resource_limit_error():

@@ -25,6 +25,8 @@ once with MLIR's Python bindings, sets each marked op's configuration, verifies 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import tile as t
 from ..analysis import analyze
 from ..errors import CompileError
@@ -58,6 +60,8 @@ class Emitter(ModuleEmitter, LoadEmitter, SlabEmitter, StoreEmitter, ComputeEmit
 def emit_module(kernel: t.Kernel, facts: Facts, options: EmitOptions = EmitOptions()) -> str:
     """The IREE input module (MLIR text) for `kernel`: emitted, configured (`configure`) and
     verified; an invalid one raises CompileError (a triton-iree bug)."""
+    if options.gpu_tiling is not None:
+        options = replace(options, gpu_tiling=options.gpu_tiling.for_kernel(kernel))
     emitter = Emitter(kernel, facts, options)
     text = emitter.module()
     return configure_module(text, emitter.linalg_ops, options, emitter.gpu_row_length, bool(emitter.gpu_mma), kernel.name)

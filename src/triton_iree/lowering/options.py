@@ -32,6 +32,9 @@ class GpuTilingPolicy(Protocol):
     def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         """The root op's compilation_info."""
 
+    def for_kernel(self, kernel) -> "GpuTilingPolicy":
+        """The configuration of `kernel`'s programs (a target may size them by the kernel)."""
+
 
 class LlvmGpuTilingPolicy(GpuTilingPolicy, Protocol):
     """What the emitter asks of a tiling where `llvmgpu` holds (`targets.llvmgpu.LlvmGpuTiling`)."""

@@ -71,6 +71,10 @@ class GpuTiling:
     def threads(self) -> int:
         return self.num_warps * self.subgroup_size
 
+    def for_kernel(self, kernel: t.Kernel) -> "GpuTiling":
+        """The configuration of `kernel`'s programs: this one, unless a subclass knows better."""
+        return self
+
     # The consecutive elements a thread takes of the innermost parallel loop (`thread_tiles`).
     thread_vector: ClassVar[int] = 4
 
