@@ -1048,7 +1048,7 @@ def _vulkan_spirv(text, arch, tmp_path, dispatch="") -> str:
 
 
 @pytest.mark.parametrize("arch, block, warps, threads, subgroup", [
-    ("ampere", 8192, 16, 512, 32),    # the benchmark's softmax: num_warps subgroups of 32
+    ("ampere", 8192, 16, 256, 32),    # the benchmark's softmax: at most 8 subgroups of 32
     ("ampere", 1024, 4, 128, 32),
     ("llvmpipe", 1024, 4, 64, 8)])    # lavapipe: at most 8 subgroups of 8 (one reduction across them)
 def test_a_vulkan_softmax_row_is_reduced_with_subgroup_operations(arch, block, warps, threads, subgroup, tmp_path):
