@@ -1052,6 +1052,7 @@ def test_a_launch_reuses_the_buffers_of_an_earlier_one_and_nothing_of_its_data(v
     # The second launch takes the first one's staging and device buffers (the same objects come
     # back to the pool), and writes back its own tensors' bytes where the kernel stores nothing.
     run = launcher(K.add_kernel, ADD_SIG, {"BLOCK_SIZE": 1024})
+    vulkan.pool.clear()                     # nothing kept from earlier tests
     x, y, out = torch.rand(3001), torch.rand(3001), torch.full((3001,), -1.0)
     run(x, y, out, 2500, grid=(3,))
     first = {id(b) for (_, size), b in vulkan.pool.free if size == 3001 * 4}

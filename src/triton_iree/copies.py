@@ -11,6 +11,9 @@ import numpy as np
 # Host memory the device can copy from and to, cached for the CPU (it reads what a launch wrote).
 _STAGING_MEMORY = int(rt.MemoryType.HOST_LOCAL) | int(rt.MemoryType.HOST_CACHED) | int(rt.MemoryType.DEVICE_VISIBLE)
 _STAGING, _DEVICE = "staging", "device"
+# Each kind of buffer's memory type and usage.
+_KINDS = {_STAGING: (_STAGING_MEMORY, rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING),
+          _DEVICE: (rt.MemoryType.DEVICE_LOCAL, rt.BufferUsage.DEFAULT)}
 # The most bytes of buffers a device's `BufferPool` keeps between launches.
 POOL_BYTES = 4 << 30
 
@@ -89,12 +92,8 @@ class DeviceCopies:
     def _take(self, kind: str, size: int) -> rt.HalBuffer:
         buf = self.pool.take(kind, size)
         if buf is None:
-            allocator = self.device.allocator
-            buf = allocator.allocate_buffer(
-                memory_type=_STAGING_MEMORY, allowed_usage=rt.BufferUsage.TRANSFER | rt.BufferUsage.MAPPING,
-                allocation_size=size) if kind == _STAGING else \
-                allocator.allocate_buffer(memory_type=rt.MemoryType.DEVICE_LOCAL,
-                                          allowed_usage=rt.BufferUsage.DEFAULT, allocation_size=size)
+            memory, usage = _KINDS[kind]
+            buf = self.device.allocator.allocate_buffer(memory_type=memory, allowed_usage=usage, allocation_size=size)
         self.taken.append(((kind, size), buf))
         return buf
 
