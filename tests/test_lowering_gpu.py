@@ -1091,15 +1091,17 @@ def test_a_vulkan_softmax_row_is_reduced_with_subgroup_operations(arch, block, w
     assert re.search(r"spirv\.IMul %\w+, %cst4_i32", spirv) and "%cst16_i32" not in spirv
 
 
-@pytest.mark.parametrize("block, warps, threads", [(1024, 8, 512), (256, 8, 256), (1024, 16, 512)])
-def test_a_vulkan_layer_norm_is_spread_over_the_threads(block, warps, threads, tmp_path):
+@pytest.mark.parametrize("block, warps, threads, per_thread", [(1024, 8, 512, 2), (256, 8, 256, 1), (1024, 16, 512, 2)])
+def test_a_vulkan_layer_norm_is_spread_over_the_threads(block, warps, threads, per_thread, tmp_path):
     """Its `tl.where(cols < N, ..)` computes with a tile of indices, which IREE's SPIR-V
     SubgroupReduce pipeline does not spread over the threads: not a row program on Vulkan. Its
     sums combine neighbours in elementwise ops (`spirv.pairwise_reductions`): no reduction of a
     whole tile is left, and BaseDistribute spreads every op over the workgroup's threads (one
     thread ran the whole program, at 0.01 of Triton's speed on CUDA): a thread for every 2
     elements of a block, or num_warps' threads where they are more (`SpirvTiling.for_kernel`;
-    8 warps for blocks of 1024 took 1.5 times as long on an H100). Its tiles are 1-D, so it has a
+    8 warps for blocks of 1024 took 1.5 times as long on an H100), each thread taking 2
+    consecutive elements where a block has more elements than threads (elements tid and
+    tid + 512 took 1.1 to 1.2 times as long). Its tiles are 1-D, so it has a
     full-tile version: each of its three loops over the row runs its whole blocks first, reading
     them from the bindings in place (1.26 to 1.00 ms on an H100), then the masked rest, which
     assembles its blocks in workgroup memory."""
@@ -1107,6 +1109,7 @@ def test_a_vulkan_layer_norm_is_spread_over_the_threads(block, warps, threads, t
                               arch="ampere", vmfb=False, num_warps=warps).module
     infos = [a["compilation_info"] for _, a in module_ops(text) if "compilation_info" in a]
     assert len(infos) == 1 and "BaseDistribute" in infos[0] and f"workgroup_size = [{threads}, 1, 1]" in infos[0]
+    assert f"tile_sizes = [[0], [{per_thread}]]" in infos[0]
     fors = text.split("scf.for ")[1:]
     assert len(fors) == 6
     for whole, rest in zip(fors[0::2], fors[1::2]):

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Optional
+from typing import TYPE_CHECKING, Optional
 
 from .. import tile as t
 from ..analysis import closed_form_reduce
@@ -66,6 +66,8 @@ class GpuTiling:
     subclasses configure dispatches for one family of IREE's pipelines (`llvmgpu`, `spirv`)."""
     num_warps: int = 4
     subgroup_size: int = 32
+    # The most consecutive elements a thread takes of the innermost parallel loop (`thread_tiles`).
+    thread_vector: int = 4
 
     @property
     def threads(self) -> int:
@@ -75,8 +77,6 @@ class GpuTiling:
         """The configuration of `kernel`'s programs: this one, unless a subclass knows better."""
         return self
 
-    # The consecutive elements a thread takes of the innermost parallel loop (`thread_tiles`).
-    thread_vector: ClassVar[int] = 4
 
     def thread_tiles(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> list[int]:
         """Per-thread tile of each parallel loop: the innermost parallel loops are split over

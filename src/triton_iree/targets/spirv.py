@@ -22,8 +22,10 @@ from .base import COPIED
 from .gpu import ROW_VECTOR, Gpu, GpuTiling, drop_shortcuts
 
 
-# The most warps `SpirvTiling.for_kernel` gives a program.
+# The most warps `SpirvTiling.for_kernel` gives a program, and the consecutive elements each of
+# its threads takes of a tile.
 LOOP_WARPS = 16
+LOOP_VECTOR = 2
 # The most threads of a row program (`SpirvTiling.row_threads`).
 ROW_THREADS = 256
 
@@ -41,23 +43,28 @@ class SpirvTiling(GpuTiling):
     # One element a thread at a time: BaseDistribute reads and writes a thread's tile element by
     # element (it never vectorizes), so consecutive elements per thread only spread each
     # subgroup's accesses over 4 times the memory (16-byte strides); single elements make them
-    # consecutive (coalesced).
-    thread_vector: ClassVar[int] = 1
+    # consecutive (coalesced). Programs with tiles in kernel loops take LOOP_VECTOR (`for_kernel`).
+    thread_vector: int = 1
 
     def for_kernel(self, kernel: t.Kernel) -> "SpirvTiling":
         """Programs that carry tiles through kernel loops and compute no tl.dot (layer norm) get
         a thread for every 2 elements of their largest tile, up to LOOP_WARPS warps, where
-        num_warps gives fewer. BaseDistribute gives each thread its elements one after another,
-        and such a program's loop accumulates in workgroup memory between barriers: more threads
-        keep more loads in flight. On an H100 (layer norm 8192^2, blocks of 1024, 8 warps), 100
-        invocations took 106 to 114 ms, 73 to 74 ms at 16 warps and 81 to 83 ms at 32; a vector
-        add, without loops, was no faster above 8 warps (docs/gpu.md)."""
+        num_warps gives fewer, and each thread takes LOOP_VECTOR consecutive elements of a tile
+        where the tile has more elements than threads. BaseDistribute gives each thread its
+        elements one after another, and such a program's loop accumulates in workgroup memory
+        between barriers: more threads, and a fixed count of elements a thread, whose loads
+        the driver can issue together, keep more loads in flight. On an H100 (layer norm
+        8192^2, blocks of 1024, 8 warps), 100 invocations took 106 to 114 ms, 73 to 74 ms at 16
+        warps and 81 to 83 ms at 32; at 16 warps 71 and 76 ms with elements tid and tid + 512
+        a thread, 59 and 69 ms with 2 consecutive ones, 78 and 81 ms at 8 warps with 4
+        consecutive ones. A vector add, without loops, was no faster above 8 warps
+        (docs/gpu.md)."""
         ops = list(kernel.walk())
         if not any(t.tiles_in_loop(op) for op in ops) or any(isinstance(op, t.Dot) for op in ops):
             return self
         largest = max(math.prod(r.shape) for op in ops for r in op.results if r.is_tile)
         warps = min(LOOP_WARPS, largest // (2 * self.subgroup_size))
-        return replace(self, num_warps=warps) if warps > self.num_warps else self
+        return replace(self, num_warps=max(warps, self.num_warps), thread_vector=LOOP_VECTOR)
 
     def spirv_lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         """The root's tile sizes. IREE's SPIR-V pipeline tiles every op of the dispatch with the
