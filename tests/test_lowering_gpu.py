@@ -1101,7 +1101,7 @@ def test_a_vulkan_layer_norm_is_spread_over_the_threads(block, warps, threads, p
     elements of a block, or num_warps' threads where they are more (`SpirvTiling.for_kernel`;
     8 warps for blocks of 1024 took 1.5 times as long on an H100), each thread taking 2
     consecutive elements where a block has more elements than threads (elements tid and
-    tid + 512 took 1.1 to 1.2 times as long). Its tiles are 1-D, so it has a
+    tid + 512 took 1.1 to 1.25 times as long). Its tiles are 1-D, so it has a
     full-tile version: each of its three loops over the row runs its whole blocks first, reading
     them from the bindings in place (1.26 to 1.00 ms on an H100), then the masked rest, which
     assembles its blocks in workgroup memory."""

@@ -77,7 +77,6 @@ class GpuTiling:
         """The configuration of `kernel`'s programs: this one, unless a subclass knows better."""
         return self
 
-
     def thread_tiles(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> list[int]:
         """Per-thread tile of each parallel loop: the innermost parallel loops are split over
         the threads, each thread taking up to `thread_vector` consecutive elements (vector
