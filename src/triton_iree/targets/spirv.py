@@ -52,13 +52,9 @@ class SpirvTiling(GpuTiling):
         num_warps gives fewer, and each thread takes LOOP_VECTOR consecutive elements of a tile
         where the tile has more elements than threads. BaseDistribute gives each thread its
         elements one after another, and such a program's loop accumulates in workgroup memory
-        between barriers: more threads, and a fixed count of elements a thread, whose loads
-        the driver can issue together, keep more loads in flight. On an H100 (layer norm
-        8192^2, blocks of 1024, 8 warps), 100 invocations took 106 to 114 ms, 73 to 74 ms at 16
-        warps and 81 to 83 ms at 32; at 16 warps 71 and 76 ms with elements tid and tid + 512
-        a thread, 59 and 69 ms with 2 consecutive ones (on another H100 66 to 68 and 53 to 56),
-        78 and 81 ms at 8 warps with 4 consecutive ones. A vector add, without loops, was no
-        faster above 8 warps, nor consistently with 2 consecutive elements (docs/gpu.md)."""
+        between barriers: more threads, and a fixed count of elements a thread whose loads the
+        driver can issue together, keep more loads in flight. Programs without loops gained
+        neither consistently (measurements on H100s: docs/gpu.md, Vulkan)."""
         ops = list(kernel.walk())
         if not any(t.tiles_in_loop(op) for op in ops) or any(isinstance(op, t.Dot) for op in ops):
             return self
