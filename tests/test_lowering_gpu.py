@@ -1147,6 +1147,53 @@ def test_tiles_beyond_the_workgroup_memory_are_a_resource_limit_error():
                        arch="llvmpipe", num_warps=8)
 
 
+MATMUL_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **{n: "i32" for n in (
+    "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn")}}
+
+
+def test_vulkan_ampere_programs_get_the_workgroup_memory_of_nvidias_vulkan_driver():
+    """NVIDIA's Vulkan driver reports 48 KiB (maxComputeSharedMemorySize) where IREE's ampere
+    target allows CUDA's 163 KiB, and an fp16 matmul in 128 x 128 x 64 tiles (128 KiB) never
+    returned on an H100. Its module now names IREE's ampere target with 48 KiB, so IREE refuses
+    it; 64 x 64 x 64 tiles (40 KiB) compile."""
+    from triton_iree.targets.spirv import NVIDIA_VULKAN_WORKGROUP_MEMORY
+    assert NVIDIA_VULKAN_WORKGROUP_MEMORY == 49152
+    consts = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
+    with pytest.raises(ResourceLimitError, match=r"the kernel's tiles need 131072 bytes of workgroup memory in one "
+                                                 r"program, more than the 49152 bytes vulkan \(ampere\) has") as e:
+        aot.compile_kernel(K.matmul_kernel, MATMUL_SIG, consts, target="vulkan", arch="ampere")
+    assert (e.value.needed, e.value.limit) == (131072, 49152)
+    consts = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}
+    assert aot.compile_kernel(K.matmul_kernel, MATMUL_SIG, consts, target="vulkan", arch="ampere").vmfb
+
+
+def test_the_vulkan_ampere_device_target_is_irees_but_for_its_workgroup_memory(tmp_path):
+    """The device target the module names is the one `--iree-vulkan-target=ampere` makes, read
+    back from iree-compile, with only its workgroup memory changed."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import iree_gpu
+    from triton_iree.targets.spirv import NVIDIA_VULKAN_WORKGROUP_MEMORY, Vulkan
+
+    src = tmp_path / "m.mlir"
+    src.write_text("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n")
+    r = subprocess.run([find_tool("iree-compile"), str(src), "--iree-hal-target-backends=vulkan-spirv",
+                        "--iree-vulkan-target=ampere", "--compile-to=preprocessing", "-o", str(tmp_path / "m.out")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ours = Vulkan.of("ampere").device_target
+    assert ours is not None and Vulkan.of("llvmpipe").device_target is None
+    with ir.Context():
+        irees = [str(op.attributes["initial_value"]) for op in
+                 ir.Module.parse((tmp_path / "m.out").read_text()).body.operations if op.operation.name == "util.global"]
+        assert len(irees) == 1
+
+        def workgroup_memory(device: str) -> int:   # of the device target's one executable target
+            executable = device[device.index("[") + 1:device.rindex("]")]
+            return iree_gpu.TargetInfo.get_gpu_target_info(ir.Attribute.parse(executable)).max_workgroup_memory_bytes
+        assert (workgroup_memory(irees[0]), workgroup_memory(ours)) == (166912, NVIDIA_VULKAN_WORKGROUP_MEMORY)
+        assert str(ir.Attribute.parse(ours)) == irees[0].replace("166912", str(NVIDIA_VULKAN_WORKGROUP_MEMORY))
+
+
 def test_a_vulkan_vector_add_reads_and_writes_its_full_tiles_in_place(tmp_path):
     """BaseDistribute bufferizes a dispatch before spreading it over the threads, so a masked
     tile is assembled in workgroup memory and every op reads it there, between barriers. The

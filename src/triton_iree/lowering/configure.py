@@ -5,7 +5,8 @@ emitter's `_LinalgOp` records) and each linalg.copy before a store with `COPY_MA
 `configure_module` parses the module once with MLIR's Python bindings, chooses the root op and the other ops'
 configurations from the records, sets them as `compilation_info` / `lowering_config` attributes
 built by the target's tiling objects (`CpuTiling`, `GpuTiling`), drops the marks (and, where IREE
-configures the dispatch itself, the store copies), verifies the module and prints it.
+configures the dispatch itself, the store copies), names the target's device where it has one
+(`EmitOptions.device_target`), verifies the module and prints it.
 """
 from __future__ import annotations
 
@@ -46,6 +47,9 @@ def configure_module(text: str, ops: list[_LinalgOp], options: EmitOptions, row_
                     op.erase()
                 else:
                     del op.attributes[COPY_MARK]
+            if options.device_target is not None:
+                module.operation.attributes["hal.device.targets"] = ir.Attribute.parse(
+                    f"[{options.device_target} : !hal.device]")
             module.operation.verify()
         except ir.MLIRError as e:
             raise invalid_module("module", text, e, kernel) from None

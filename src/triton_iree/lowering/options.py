@@ -88,6 +88,9 @@ class EmitOptions:
     libm, which its executables cannot link: refused with UnsupportedError.
     gpu_tiling: the GPU configuration of each dispatch's root op (None: not a GPU).
     full_tiles: give each program a static full-tile version beside the masked one.
+    device_target: the `#hal.device.target` attribute the module names as its
+    `hal.device.targets` (iree-compile then takes it over its own flags' target); None: the
+    flags' target.
     """
     max_workgroups: Optional[int] = None
     cpu_tiling: Optional[CpuTilingPolicy] = None
@@ -95,3 +98,4 @@ class EmitOptions:
     no_libm: frozenset = frozenset()
     gpu_tiling: Optional[Union[LlvmGpuTilingPolicy, SpirvTilingPolicy]] = None
     full_tiles: bool = True
+    device_target: Optional[str] = None

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import ClassVar, Optional
+from typing import TYPE_CHECKING, ClassVar, Optional
 
 from .. import f32_fmod, f64_exp_log, float_bits, tile as t
 from ..errors import CompileError
 from .base import COPIED
 from .gpu import ROW_VECTOR, Gpu, GpuTiling, drop_shortcuts
+
+if TYPE_CHECKING:
+    from ..lowering.options import EmitOptions
 
 
 # The most warps `SpirvTiling.for_kernel` gives a program, and the consecutive elements each of
@@ -28,6 +31,23 @@ LOOP_WARPS = 16
 LOOP_VECTOR = 2
 # The most threads of a row program (`SpirvTiling.row_threads`).
 ROW_THREADS = 256
+
+# The workgroup memory NVIDIA's Vulkan driver offers a program (its maxComputeSharedMemorySize;
+# an H100, driver 580.159.04). IREE's NVIDIA targets carry CUDA's limit instead (163 KiB for
+# sm_80, which CUDA reaches by an opt-in that Vulkan lacks); beyond the driver's limit a program
+# is outside Vulkan's rules, and one of 128 KiB never returned there (60 and 72 KiB ran). The
+# `ampere` module names IREE's own target for `--iree-vulkan-target=ampere` with this limit, so
+# that IREE's check of each dispatch's workgroup memory refuses larger tiles (ResourceLimitError).
+NVIDIA_VULKAN_WORKGROUP_MEMORY = 48 * 1024
+_AMPERE_DEVICE = (
+    '#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
+    '{iree_codegen.target_info = #iree_gpu.target<arch = "sm_80", features = "spirv:v1.6,cap:Shader", '
+    'wgp = <compute = fp64|fp32|fp16|int64|int32|int16|int8, storage = b64|b32|b16|b8, '
+    'subgroup = shuffle|arithmetic, dot = dp4xi8toi32, mma = [<NV_MMA_SYNC_F32_16x8x16_F16>, '
+    '<NV_MMA_SYNC_F16_16x8x16_F16>, <NV_MMA_SYNC_F32_16x8x16_BF16>, <NV_WMMA_F32_16x16x16_F16>, '
+    '<NV_WMMA_F16_16x16x16_F16>], subgroup_size_choices = [32], max_workgroup_sizes = [1024, 1024, 1024], '
+    'max_thread_count_per_workgroup = 1024, max_workgroup_memory_bytes = %d, '
+    'max_workgroup_counts = [2147483647, 65535, 65535]>>}>]>' % NVIDIA_VULKAN_WORKGROUP_MEMORY)
 
 
 @dataclass(frozen=True)
@@ -221,6 +241,15 @@ class Vulkan(Gpu):
         # synchronous wrapper, a launch of one workgroup took 0.58 ms on an H100's Vulkan driver,
         # against 0.28 ms invoked with fences (a 4-byte queue copy, submitted and waited on: 0.05 ms).
         return (f"--iree-vulkan-target={self.arch}", "--iree-execution-model=async-external")
+
+    def emit_options(self, num_warps: int = 4) -> "EmitOptions":
+        return replace(super().emit_options(num_warps), device_target=self.device_target)
+
+    @property
+    def device_target(self) -> Optional[str]:
+        """The device target the module names (`EmitOptions.device_target`): for `ampere`, IREE's
+        with NVIDIA's Vulkan workgroup memory; None (iree-compile's, from `flags`) otherwise."""
+        return _AMPERE_DEVICE if self.arch == "ampere" else None
 
     def tiling(self, num_warps: int) -> SpirvTiling:
         return SpirvTiling(num_warps=num_warps, subgroup_size=32, narrow_vectors=self.narrow_vectors,
