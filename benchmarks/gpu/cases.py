@@ -115,7 +115,7 @@ def _layer_norm(m, n, bench=False):
                 ref, num_warps=8, atol=1e-4, rtol=1e-4, bench=bench, nbytes=8.0 * m * n)
 
 
-def _matmul(m, n, k, dtype, blocks, bench=False, num_warps=4, num_stages=3, b_transposed=False):
+def _matmul(m, n, k, dtype, blocks, bench=False, num_warps=4, num_stages=3, b_transposed=False, named_blocks=False):
     bm, bn, bk = blocks
 
     def make(dev):
@@ -129,7 +129,8 @@ def _matmul(m, n, k, dtype, blocks, bench=False, num_warps=4, num_stages=3, b_tr
             {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
     # Triton's tl.dot multiplies f32 in TF32 on NVIDIA GPUs by default (10-bit mantissas).
     tol = 1e-2
-    return Case(f"matmul_{m}x{n}x{k}_{str(dtype)[6:]}{'_bt' if b_transposed else ''}", K.matmul_kernel, make,
+    return Case(f"matmul_{m}x{n}x{k}_{str(dtype)[6:]}{'_bt' if b_transposed else ''}"
+                f"{f'_tiles{bm}x{bn}x{bk}' if named_blocks else ''}", K.matmul_kernel, make,
                 lambda a: ((a[3] + bm - 1) // bm, (a[4] + bn - 1) // bn, 1), (2,),
                 lambda a: [(a[0].float() @ a[1].float()).to(dtype)], num_warps=num_warps, num_stages=num_stages,
                 atol=tol * (k ** 0.5), rtol=tol, bench=bench, flops=2.0 * m * n * k)
@@ -269,6 +270,9 @@ CASES = [
     # 4 warps: Triton's faster of 4 and 8 on the H200 (0.219 ms against 0.227), and IREE's (each warp's
     # tensor-core tile 64 x 64 rather than 64 x 32: 0.617 ms against 0.765)
     _matmul(4096, 4096, 4096, torch.float16, (128, 128, 64), bench=True, num_warps=4, num_stages=3),
+    # tiles that fit the 48 KiB of workgroup memory NVIDIA's Vulkan driver offers (40 KiB)
+    _matmul(4096, 4096, 4096, torch.float16, (64, 64, 64), bench=True, named_blocks=True),
+    _matmul(1000, 777, 333, torch.float16, (64, 64, 64), named_blocks=True),
     # a part on one thread through code generation (each program's 128 stores one after another)
     _scatter(1 << 24, bench=True),
 ]
