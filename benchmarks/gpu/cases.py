@@ -270,7 +270,7 @@ CASES = [
     # 4 warps: Triton's faster of 4 and 8 on the H200 (0.219 ms against 0.227), and IREE's (each warp's
     # tensor-core tile 64 x 64 rather than 64 x 32: 0.617 ms against 0.765)
     _matmul(4096, 4096, 4096, torch.float16, (128, 128, 64), bench=True, num_warps=4, num_stages=3),
-    # tiles that fit the 48 KiB of workgroup memory NVIDIA's Vulkan driver offers (40 KiB)
+    # tiles that fit in the 48 KiB of workgroup memory NVIDIA's Vulkan driver reports (40 KiB)
     _matmul(4096, 4096, 4096, torch.float16, (64, 64, 64), bench=True, named_blocks=True),
     _matmul(1000, 777, 333, torch.float16, (64, 64, 64), named_blocks=True),
     # a part on one thread through code generation (each program's 128 stores one after another)
