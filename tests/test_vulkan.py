@@ -223,6 +223,36 @@ def test_atomic_add_across_programs(dtype):
 
 
 @triton.jit
+def atomic_add_2d_kernel(target_ptr, val_ptr, old_ptr, m, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    i = tl.program_id(0) * R * C + r * C + c
+    old = tl.atomic_add(target_ptr + i % m, tl.load(val_ptr + i))
+    tl.store(old_ptr + i, old)
+
+
+def test_a_2d_atomic_add_runs_once_in_a_workgroup_with_rows_of_threads():
+    """A program whose ops are all 2-D and elementwise gets rows of threads
+    (`SpirvTiling.thread_rows`: 16 x 8 for a 16-column tile of 4 warps); its atomics still run
+    on the workgroup's one first thread, the first along every dimension, and add each value once."""
+    sig = "target_ptr=*i32,val_ptr=*i32,old_ptr=*i32,m=i32"
+    text = aot.compile_kernel(atomic_add_2d_kernel, sig, {"R": 8, "C": 16}, target="vulkan", arch=ARCH,
+                              vmfb=False).module
+    assert "workgroup_size = [16, 8, 1]" in text
+    run = launcher(atomic_add_2d_kernel, sig, {"R": 8, "C": 16})
+    m, programs = 77, 3
+    target, val = torch.randint(-50, 50, (m,), dtype=torch.int32), torch.randint(-50, 50, (programs * 128,), dtype=torch.int32)
+    old = torch.zeros(programs * 128, dtype=torch.int32)
+    want_target, want_old = target.clone(), torch.zeros_like(old)
+    for i in range(programs * 128):   # programs one after another, each tile's elements in order
+        want_old[i] = want_target[i % m]
+        want_target[i % m] += val[i]
+    run(target, val, old, m, grid=(programs,))
+    assert torch.equal(target, want_target)
+    assert torch.equal(old, want_old)
+
+
+@triton.jit
 def histogram_kernel(x_ptr, out_ptr, BINS: tl.constexpr, BLOCK: tl.constexpr):
     h = tl.histogram(tl.load(x_ptr + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)), BINS)
     tl.store(out_ptr + tl.program_id(0) * BINS + tl.arange(0, BINS), h)

@@ -146,7 +146,11 @@ def _gpu_configs(ops: list[_LinalgOp], candidates: list[int], gpu, attrs: list[s
             red = ops[root]
             attrs[root] = f"lowering_config = {gpu.lowering_config(red.loops, red.iterators)}"
             root = max(copies, key=lambda i: (ops[i].heat(), i))
-    attrs[root] = f"compilation_info = {gpu.compilation_info(ops[root].loops, ops[root].iterators)}"
+    if gpu.spirv:
+        info = gpu.compilation_info(ops[root].loops, ops[root].iterators, gpu.thread_rows(ops, ops[root]))
+    else:
+        info = gpu.compilation_info(ops[root].loops, ops[root].iterators)
+    attrs[root] = f"compilation_info = {info}"
     if not gpu.spirv:
         # Fills of a scalar store's element, or into workgroup memory, spread over the
         # threads on their own: IREE fuses into the root's loop over the threads its

@@ -1,5 +1,6 @@
 """`tl.dot`: `linalg.matmul` (`linalg.batch_matmul` for 3-D tiles) on the operand tiles,
-accumulating into its accumulator."""
+accumulating into its accumulator; on Vulkan a float 2-D dot is a `linalg.map` over the
+accumulator that runs the K loop in registers (`DotEmitter._register_dot`)."""
 from __future__ import annotations
 
 from .. import tile as t
@@ -20,6 +21,9 @@ class DotEmitter(EmitterBase):
         r = self.fresh("mm")
         m, k = op.a.shape
         n = op.b.shape[1]
+        if self.base_distribute and _float_dot(op):
+            self._register_dot(op, (a, a_t, a_ty), (b, b_t, b_ty), c, r)
+            return
         maps = ""
         if a_t or b_t:
             res = ("d2, d0" if a_t else "d0, d2", "d1, d2" if b_t else "d2, d1", "d0, d1")
@@ -35,6 +39,60 @@ class DotEmitter(EmitterBase):
         self.w(f"{r} = linalg.matmul {maps}{slot}ins({a}, {b} : {a_ty}, {b_ty}) "
                f"outs({c} : {op.acc.type.mlir()}) -> {op.acc.type.mlir()}")
         self.bind(("t", op.result.id), _Tensor(r, (0, 1), op.result.type.mlir()))
+
+    def _register_dot(self, op: t.Dot, a: tuple[str, bool, str], b: tuple[str, bool, str], c: str, r: str) -> None:
+        """A float tl.dot in a Vulkan dispatch the lowering configures: a linalg.map over the
+        accumulator, written over it (in place), each of whose elements runs the dot's K loop
+        (`scf.for`) on a scalar that stays in a register, reading the operands' elements with
+        tensor.extract. IREE's BaseDistribute pipeline gives each thread elements of a
+        linalg.matmul and computes each as K multiply-adds whose accumulator it loads and stores
+        in workgroup memory at every step (it never vectorizes): a chain of dependent loads and
+        stores. Products and sums are in the accumulator's type, the operands converted to it;
+        fused multiply-adds, but in f64. (Blocks of 4 x 4 elements an invocation, as the slices
+        of the accumulator that a linalg.generic writes, were copied by IREE's bufferization, 16
+        KiB more workgroup memory for a 64 x 64 f32 accumulator: attention no longer fitted
+        lavapipe's 32 KiB.)"""
+        dt, acc_ty = op.acc.dtype, op.acc.type.mlir()
+        zero, one, kk = self.idx(0), self.idx(1), self.idx(op.a.shape[1])
+        slot = self._config_slot("matmul", op.acc.shape, ("parallel", "parallel"), _bytes(dt))
+        x, o = self.fresh("acc"), self.fresh("o")
+        # (As a linalg.generic reading the accumulator as its input or output, bufferization
+        # failed for 16 x 16 tiles: 'Yield operand #0 is not equivalent to the corresponding
+        # iter bbArg'.)
+        self.w(f"{r} = linalg.map ins({c} : {acc_ty}) outs({c} : {acc_ty}) {slot}")
+        self.w(f"  ({x}: {dt}, {o}: {dt}) {{")
+        self.indent += 1
+        i, j, step, total, s = self.fresh("i"), self.fresh("j"), self.fresh("k"), self.fresh("sum"), self.fresh("s")
+        self.w(f"{i} = linalg.index 0 : index")
+        self.w(f"{j} = linalg.index 1 : index")
+        self.w(f"{s} = scf.for {step} = {zero} to {kk} step {one} iter_args({total} = {x}) -> ({dt}) {{")
+        terms = []
+        for (name, transposed, ty), v, at in ((a, op.a, (i, step)), (b, op.b, (step, j))):
+            e = self.fresh("e")
+            self.w(f"  {e} = tensor.extract {name}[{', '.join(at[::-1] if transposed else at)}] : {ty}")
+            terms.append(self._float_to(e, v.dtype, dt))
+        y = self.fresh("y")
+        if dt == "f64":
+            p = self.fresh("p")
+            self.w(f"  {p} = arith.mulf {terms[0]}, {terms[1]} : {dt}")
+            self.w(f"  {y} = arith.addf {total}, {p} : {dt}")
+        else:
+            self.w(f"  {y} = math.fma {terms[0]}, {terms[1]}, {total} : {dt}")
+        self.w(f"  scf.yield {y} : {dt}")
+        self.w("}")
+        self.w(f"linalg.yield {s} : {dt}")
+        self.indent -= 1
+        self.w("}")
+        self.bind(("t", op.result.id), _Tensor(r, (0, 1), acc_ty))
+
+    def _float_to(self, x: str, src: str, dst: str) -> str:
+        """Float `x` of type `src` converted to `dst` (inside `_register_dot`'s loop)."""
+        if src == dst:
+            return x
+        y = self.fresh("cv")
+        cast = "arith.extf" if _FLOAT_BITS[src] < _FLOAT_BITS[dst] else "arith.truncf"
+        self.w(f"  {y} = {cast} {x} : {src} to {dst}")
+        return y
 
     def _dot_operand(self, v: t.Value) -> tuple[str, bool, str]:
         """(tensor, transposed, type) of a 2-D dot operand: a transposed tile is read through the
@@ -77,6 +135,16 @@ class DotEmitter(EmitterBase):
         self.w(f"{r} = linalg.batch_matmul {slot}ins({a}, {b} : {op.a.type.mlir()}, {op.b.type.mlir()}) "
                f"outs({c} : {op.acc.type.mlir()}) -> {op.acc.type.mlir()}")
         self.bind(("t", op.result.id), _Tensor(r, (0, 1, 2), op.result.type.mlir()))
+
+
+_FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+
+
+def _float_dot(op: t.Dot) -> bool:
+    """A 2-D tl.dot of f16, bf16, f32 or f64 operands, each of the accumulator's type or of
+    another width (others, fp8 and integers, stay a linalg.matmul)."""
+    return all(v.dtype in _FLOAT_BITS for v in (op.a, op.b, op.acc)) and \
+        all(v.dtype == op.acc.dtype or _FLOAT_BITS[v.dtype] != _FLOAT_BITS[op.acc.dtype] for v in (op.a, op.b))
 
 
 def _after_reshape(v: t.Value) -> bool:

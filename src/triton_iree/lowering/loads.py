@@ -72,7 +72,7 @@ class LoadEmitter(MemoryEmitter):
         # flatten a workgroup-memory tile assembled row by row in a loop and then reshaped to
         # 1-D ('failed to legalize unresolved source materialization': tl.sum of a 2-D tile).)
         if self.gpu_mma or self.gather_loads and len(active) > 1 or self.llvmgpu and len(active) > 2 and not full or \
-                self.spirv and self.gpu_whole_reductions and len(active) > 1:
+                self.spirv and (self.gpu_whole_reductions or self.spirv_dot_gathers) and len(active) > 1:
             ranges = None if full else self._masked_ranges(box, shape, active, inner)
             name = self._gather_tile(p, acc, active, rty, ranges, other)
             self._bind_load(v, _Tensor(name, tuple(active), rty.mlir()), snapshot)

@@ -210,6 +210,10 @@ class EmitterBase():
         # bytes of shared memory'; a view reshaped failed to compile: 'memref.collapse_shape' op
         # expected collapsed type to be 'memref<32xi32, #gpu.address_space<workgroup>>'.)
         self.spirv_full_tiles = self.base_distribute and _loads_feed_elementwise_1d(kernel)
+        # Of those, tl.dot programs read their 2-D tiles element by element (`_gather_tile`): one
+        # op that IREE spreads over all the threads. Row by row, each row was a copy into
+        # workgroup memory of 8 threads, between barriers, the rows one after another.
+        self.spirv_dot_gathers = self.base_distribute and any(isinstance(op, t.Dot) for op in kernel.walk())
 
     def _sync(self) -> None:
         """A workgroup barrier, in a Vulkan dispatch the lowering configures; before every linalg
@@ -327,8 +331,16 @@ class EmitterBase():
             self.w(f"{d} = bufferization.alloc_tensor() copy({i}) : {ty.mlir()}")
             dests.append(d)
         tid, first, r = self.fresh("tid"), self.fresh("first"), self.fresh("serial")
-        self.w(f"{tid} = gpu.thread_id x")
-        self.w(f"{first} = arith.cmpi eq, {tid}, {self.idx(0)} : index")
+        # The first thread of every dimension: the workgroup may have rows of threads
+        # (`SpirvTiling.thread_rows`).
+        ids = []
+        for d in "xyz":
+            self.w(f"{tid}{d} = gpu.thread_id {d}")
+            ids.append(f"{tid}{d}")
+        either = self.fresh("any")
+        self.w(f"{either}_xy = arith.ori {ids[0]}, {ids[1]} : index")
+        self.w(f"{either} = arith.ori {either}_xy, {ids[2]} : index")
+        self.w(f"{first} = arith.cmpi eq, {either}, {self.idx(0)} : index")
         tys = ", ".join(ty.mlir() for ty in outs)
         self.w((f"{r}:{len(outs)} = " if outs else "") + f"scf.if {first}" + (f" -> ({tys})" if outs else "") + " {")
         self.indent += 1

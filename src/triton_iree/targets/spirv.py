@@ -33,12 +33,13 @@ LOOP_VECTOR = 2
 ROW_THREADS = 256
 
 # The workgroup memory a program may take on NVIDIA's Vulkan driver. IREE's NVIDIA targets carry
-# CUDA's limit (163 KiB for sm_80); on an H100 (driver 580.159.04) a program of 128 KiB never
-# returned. The driver reports 48 KiB (maxComputeSharedMemorySize), but programs of 60, 65.6 (the
-# softmax of 8192-element f32 rows) and 72 KiB ran right there: the limit is the most that was
-# seen to run. The `ampere` module names IREE's own target for `--iree-vulkan-target=ampere` with
-# it, so that IREE's check of each dispatch's workgroup memory refuses more (ResourceLimitError).
-NVIDIA_VULKAN_WORKGROUP_MEMORY = 72 * 1024
+# CUDA's limit (163 KiB for sm_80); on an H100 and an H200 (driver 580.159.04) programs of 112 and
+# 128 KiB never returned. The driver reports 48 KiB (maxComputeSharedMemorySize), but programs of
+# 60, 65.6 (the softmax of 8192-element f32 rows), 72 and 96 KiB ran right there: the limit is the
+# most that was seen to run. The `ampere` module names IREE's own target for
+# `--iree-vulkan-target=ampere` with it, so that IREE's check of each dispatch's workgroup memory
+# refuses more (ResourceLimitError).
+NVIDIA_VULKAN_WORKGROUP_MEMORY = 96 * 1024
 _AMPERE_DEVICE = (
     '#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
     '{iree_codegen.target_info = #iree_gpu.target<arch = "sm_80", features = "spirv:v1.6,cap:Shader", '
@@ -92,10 +93,25 @@ class SpirvTiling(GpuTiling):
         thread = ", ".join(map(str, self.thread_tiles(loops, iterators)))
         return f"#iree_codegen.lowering_config<tile_sizes = [[{zeros}], [{thread}]]>"
 
-    def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
+    def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...], rows: int = 1) -> str:
+        """The root's configuration; `rows` rows of threads (`thread_rows`)."""
         return (f"#iree_codegen.compilation_info<lowering_config = {self.spirv_lowering_config(loops, iterators)}, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = "
-                f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads}, 1, 1]>>")
+                f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads // rows}, {rows}, 1]>>")
+
+    def thread_rows(self, ops, root) -> int:
+        """The rows of threads of a dispatch whose ops are all 2-D and elementwise over their
+        loops (a tl.dot's `_register_dot`, 2-D elementwise programs): as many as leave each row
+        one thread per column tile of the root, where that spreads the threads over more of the
+        tile. BaseDistribute gives the threads of a row (x) the columns and the rows of threads
+        (y) the tile's rows, each thread every `rows`-th row: a 64 x 64 tile has 2 rows of 64
+        threads rather than 64 threads doing every row and 64 idle. 1 for other dispatches: an op
+        of another rank or with a reduction would run on every row of threads, and where it
+        writes over its input or accumulates, each row would apply it again."""
+        if not all(len(o.loops) == 2 and o.iterators == ("parallel", "parallel") for o in ops):
+            return 1
+        cols = root.loops[1] // self.thread_tiles(root.loops, root.iterators)[1]
+        return self.threads // cols if cols < self.threads and self.threads % cols == 0 else 1
 
     @property
     def row_threads(self) -> int:
