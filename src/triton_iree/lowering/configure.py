@@ -146,12 +146,8 @@ def _gpu_configs(ops: list[_LinalgOp], candidates: list[int], gpu, attrs: list[s
             red = ops[root]
             attrs[root] = f"lowering_config = {gpu.lowering_config(red.loops, red.iterators)}"
             root = max(copies, key=lambda i: (ops[i].heat(), i))
-    if gpu.spirv:
-        info = gpu.compilation_info(ops[root].loops, ops[root].iterators, gpu.thread_rows(ops, ops[root]))
-    else:
-        info = gpu.compilation_info(ops[root].loops, ops[root].iterators)
-    attrs[root] = f"compilation_info = {info}"
     if not gpu.spirv:
+        attrs[root] = f"compilation_info = {gpu.compilation_info(ops[root].loops, ops[root].iterators)}"
         # Fills of a scalar store's element, or into workgroup memory, spread over the
         # threads on their own: IREE fuses into the root's loop over the threads its
         # producers and some consumers only, and left such a fill undistributed ('failed
@@ -165,6 +161,8 @@ def _gpu_configs(ops: list[_LinalgOp], candidates: list[int], gpu, attrs: list[s
     # the ops' to be equal: the ops of the root's rank carry the root's, the others
     # none. A root with a size-1 loop loses its configuration when IREE drops that
     # loop, so one without is preferred.
+    info = gpu.compilation_info(ops[root].loops, ops[root].iterators, gpu.thread_rows(ops, ops[root]))
+    attrs[root] = f"compilation_info = {info}"
     cfg = gpu.spirv_lowering_config(ops[root].loops, ops[root].iterators)
     for i in candidates:
         if i != root and len(ops[i].loops) == len(ops[root].loops):

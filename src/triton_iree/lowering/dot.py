@@ -19,11 +19,11 @@ class DotEmitter(EmitterBase):
         c = self.tensor(op.acc)
         self._sync()
         r = self.fresh("mm")
-        m, k = op.a.shape
-        n = op.b.shape[1]
         if self.base_distribute and _float_dot(op):
             self._register_dot(op, (a, a_t, a_ty), (b, b_t, b_ty), c, r)
             return
+        m, k = op.a.shape
+        n = op.b.shape[1]
         maps = ""
         if a_t or b_t:
             res = ("d2, d0" if a_t else "d0, d2", "d1, d2" if b_t else "d2, d1", "d0, d1")
@@ -90,7 +90,7 @@ class DotEmitter(EmitterBase):
         if src == dst:
             return x
         y = self.fresh("cv")
-        cast = "arith.extf" if _FLOAT_BITS[src] < _FLOAT_BITS[dst] else "arith.truncf"
+        cast = "arith.extf" if t.bitwidth(src) < t.bitwidth(dst) else "arith.truncf"
         self.w(f"  {y} = {cast} {x} : {src} to {dst}")
         return y
 
@@ -137,14 +137,11 @@ class DotEmitter(EmitterBase):
         self.bind(("t", op.result.id), _Tensor(r, (0, 1, 2), op.result.type.mlir()))
 
 
-_FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
-
-
 def _float_dot(op: t.Dot) -> bool:
     """A 2-D tl.dot of f16, bf16, f32 or f64 operands, each of the accumulator's type or of
     another width (others, fp8 and integers, stay a linalg.matmul)."""
-    return all(v.dtype in _FLOAT_BITS for v in (op.a, op.b, op.acc)) and \
-        all(v.dtype == op.acc.dtype or _FLOAT_BITS[v.dtype] != _FLOAT_BITS[op.acc.dtype] for v in (op.a, op.b))
+    return all(v.dtype in ("f16", "bf16", "f32", "f64") for v in (op.a, op.b, op.acc)) and \
+        all(v.dtype == op.acc.dtype or t.bitwidth(v.dtype) != t.bitwidth(op.acc.dtype) for v in (op.a, op.b))
 
 
 def _after_reshape(v: t.Value) -> bool:

@@ -330,17 +330,15 @@ class EmitterBase():
             d = self.fresh("dest")
             self.w(f"{d} = bufferization.alloc_tensor() copy({i}) : {ty.mlir()}")
             dests.append(d)
-        tid, first, r = self.fresh("tid"), self.fresh("first"), self.fresh("serial")
-        # The first thread of every dimension: the workgroup may have rows of threads
-        # (`SpirvTiling.thread_rows`).
-        ids = []
+        first, r = self.fresh("first"), self.fresh("serial")
+        # The first thread along every dimension (the workgroup may have rows of threads:
+        # `SpirvTiling.thread_rows`): the ids or'ed together are 0.
+        ids = None
         for d in "xyz":
-            self.w(f"{tid}{d} = gpu.thread_id {d}")
-            ids.append(f"{tid}{d}")
-        either = self.fresh("any")
-        self.w(f"{either}_xy = arith.ori {ids[0]}, {ids[1]} : index")
-        self.w(f"{either} = arith.ori {either}_xy, {ids[2]} : index")
-        self.w(f"{first} = arith.cmpi eq, {either}, {self.idx(0)} : index")
+            tid = self.fresh("tid")
+            self.w(f"{tid} = gpu.thread_id {d}")
+            ids = tid if ids is None else self._binop("arith.ori", ids, tid)
+        self.w(f"{first} = arith.cmpi eq, {ids}, {self.idx(0)} : index")
         tys = ", ".join(ty.mlir() for ty in outs)
         self.w((f"{r}:{len(outs)} = " if outs else "") + f"scf.if {first}" + (f" -> ({tys})" if outs else "") + " {")
         self.indent += 1
