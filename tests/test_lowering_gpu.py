@@ -1134,24 +1134,56 @@ def test_on_vulkan_programs_without_loops_keep_their_warps():
 
 
 @pytest.mark.parametrize("blocks, warps, workgroup", [
-    ((64, 64, 64), 4, (64, 2)),    # the GPU benchmark's Vulkan matmul: 2 rows of 64 threads
-    ((32, 32, 32), 4, (32, 4)),
-    ((16, 16, 16), 4, (16, 8)),
-    ((64, 128, 32), 8, (128, 2)),
-    ((32, 128, 32), 4, (128, 1))])   # a column each for all the threads: one row
-def test_a_vulkan_dot_accumulates_in_registers_on_rows_of_threads(blocks, warps, workgroup, tmp_path):
-    """On Vulkan a float tl.dot is a linalg.map over the accumulator, written over it, whose
-    elements each run the K loop on a sum in registers, with fused multiply-adds
-    (`_register_dot`; a linalg.matmul loaded and stored its accumulator in workgroup memory at
-    every step); the threads stand in rows, each row a thread per column, where the columns are
-    fewer than the threads (`SpirvTiling.thread_rows`: 64 of 128 threads had nothing to do);
-    the operands are read element by element by all the threads at once (`_gather_tile`), not
-    row after row between barriers."""
+    ((64, 64, 64), 4, (16, 8)),    # the GPU benchmark's Vulkan matmul: a thread for 8 x 4 elements
+    ((32, 32, 32), 4, (8, 16)),
+    ((64, 128, 32), 8, (32, 8)),
+    ((128, 64, 32), 4, (16, 8))])
+def test_a_vulkan_matmul_keeps_each_threads_tile_in_registers_as_vectors(blocks, warps, workgroup, tmp_path):
+    """On Vulkan the one tl.dot of a matmul is a linalg.matmul on IREE's SPIR-V
+    MatmulPromoteVectorize pipeline (`SpirvTiling.vector_matmul`): each thread computes a tile
+    of rows by 4 columns of the accumulator, kept in registers across the block's K steps, as
+    fused multiply-adds of 4-element vectors: as many as the thread's rows times BLOCK_K, every
+    step unrolled. Stores read the accumulator itself (no store copy, which that pipeline spread
+    over the threads again inside each thread's tile)."""
     bm, bn, bk = blocks
     sig = {**MATMUL_SIG, "stride_ak": "i32", "stride_bn": "i32", "stride_cn": "i32"}
     text = aot.compile_kernel(K.matmul_kernel, sig, {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
                               target="vulkan", arch="ampere", vmfb=False, num_warps=warps).module
-    assert "linalg.matmul" not in text and text.count("linalg.map") == 1 and text.count("math.fma") == 1
+    assert text.count("linalg.matmul") == 1 and "linalg.map" not in text and "linalg.copy" not in text
+    infos = [a["compilation_info"] for _, a in module_ops(text) if "compilation_info" in a]
+    rows = bm // workgroup[1]
+    assert len(infos) == 1 and "MatmulPromoteVectorize" in infos[0], infos
+    assert f"workgroup_size = [{workgroup[0]}, {workgroup[1]}, 1]" in infos[0], infos
+    assert f"tile_sizes = [[0, 0, 0], [{rows}, 4], [0, 0, 4]]" in infos[0], infos
+    spirv = _vulkan_spirv(text, "ampere", tmp_path)
+    assert f'"LocalSize", {workgroup[0]}, {workgroup[1]}, 1' in spirv
+    fmas = re.findall(r"spirv.GL.Fma .* : vector<4xf32>", spirv)
+    assert len(fmas) == rows * bk and spirv.count("spirv.GL.Fma") == len(fmas)
+
+
+@pytest.mark.parametrize("blocks, warps, workgroup", [
+    ((64, 64, 64), 4, (64, 2)),
+    ((32, 32, 32), 4, (32, 4)),
+    ((16, 16, 16), 4, (16, 8)),
+    ((64, 128, 32), 8, (128, 2)),
+    ((32, 128, 32), 4, (128, 1))])   # a column each for all the threads: one row
+def test_a_vulkan_dot_that_is_not_a_plain_matmul_accumulates_in_registers_on_rows_of_threads(
+        blocks, warps, workgroup, tmp_path):
+    """A float tl.dot whose accumulator has another use (here also scaled: `acc * decay`) stays
+    off IREE's SPIR-V matmul pipeline, whose copies of a thread's tile were wrong
+    (`_accumulates_in_place`): it is a linalg.map over the accumulator, written over it, whose
+    elements each run the K loop on a sum in registers, with fused multiply-adds
+    (`_register_dot`; a linalg.matmul on IREE's BaseDistribute pipeline loaded and stored its
+    accumulator in workgroup memory at every step); the threads stand in rows, each row a thread
+    per column, where the columns are fewer than the threads (`SpirvTiling.thread_rows`: 64 of 128
+    threads had nothing to do); the operands are read element by element by all the threads at
+    once (`_gather_tile`), not row after row between barriers."""
+    bm, bn, bk = blocks
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", **{n: "i32" for n in "MNK"},
+           "decay": "fp32"}
+    text = aot.compile_kernel(K.decayed_dot_kernel, sig, {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
+                              target="vulkan", arch="ampere", vmfb=False, num_warps=warps).module
+    assert "linalg.matmul" not in text and text.count("math.fma") == 1
     infos = [a["compilation_info"] for _, a in module_ops(text) if "compilation_info" in a]
     assert len(infos) == 1 and f"workgroup_size = [{workgroup[0]}, {workgroup[1]}, 1]" in infos[0], infos
     assert "tile_sizes = [[0, 0], [1, 1]]" in infos[0]

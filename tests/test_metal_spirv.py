@@ -91,8 +91,12 @@ def test_corpus_kernel_cross_compiles(fn, signature, constexprs):
 def test_the_target_inherits_spirv_code_generation():
     metal, vulkan = targets.make_target("metal-spirv"), targets.make_target("vulkan")
     assert isinstance(metal, targets.Vulkan) and metal.arch == "macos" and metal.compile_only
-    # The same emitter choices, but the device: Vulkan's ampere names its own (its workgroup memory).
-    assert metal.emit_options(4) == dataclasses.replace(vulkan.emit_options(4), device_target=None)
+    # The same emitter choices, but the device: Vulkan's ampere names its own, with its workgroup
+    # memory; Apple GPUs have 32 KiB.
+    ampere = vulkan.emit_options(4)
+    assert metal.workgroup_memory == 32768 < vulkan.workgroup_memory
+    assert metal.emit_options(4) == dataclasses.replace(
+        ampere, device_target=None, gpu_tiling=dataclasses.replace(ampere.gpu_tiling, workgroup_memory=32768))
     assert metal.device_target is None
     assert metal.flags == ("--iree-metal-target-platform=macos", "--iree-metal-compile-to-metallib=false")
     assert targets.from_triton(metal.triton_target()) == metal

@@ -101,6 +101,10 @@ def _choose(ops: list[_LinalgOp], options: EmitOptions, row_length: Optional[int
         _by_dispatch(ops, attrs, gpu.mma_configs)
     elif gpu is not None and candidates:
         _gpu_configs(ops, candidates, gpu, attrs)
+        # IREE's SPIR-V matmul pipeline spreads a copy between workgroup buffers over the
+        # workgroup's threads again inside each thread's tile (GPUDistributeSharedMemoryCopy):
+        # most of a stored tile was never copied. Stores read the tiles themselves.
+        return attrs, gpu.spirv and gpu.vector_matmul is not None
     elif tiling is not None and tiling.configures(ops) and not reshaped:
         # (A reduction of a reshaped tile, `tl.reshape(x, (n,))`: IREE folds the reshape into
         # the reduction, which loses its configuration, and configuring the rest fails.)

@@ -19,7 +19,7 @@ class DotEmitter(EmitterBase):
         c = self.tensor(op.acc)
         self._sync()
         r = self.fresh("mm")
-        if self.base_distribute and _float_dot(op):
+        if self.base_distribute and _float_dot(op) and self.options.gpu_tiling.vector_matmul is None:
             self._register_dot(op, (a, a_t, a_ty), (b, b_t, b_ty), c, r)
             return
         m, k = op.a.shape

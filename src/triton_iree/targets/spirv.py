@@ -31,6 +31,10 @@ LOOP_WARPS = 16
 LOOP_VECTOR = 2
 # The most threads of a row program (`SpirvTiling.row_threads`).
 ROW_THREADS = 256
+# A thread's columns of a vectorized matmul's accumulator (`SpirvTiling.vector_matmul`), as one of
+# SPIR-V's vectors, and the K elements of each step.
+MATMUL_VECTOR = 4
+MATMUL_K_STEP = 4
 
 # The workgroup memory a program may take on NVIDIA's Vulkan driver. IREE's NVIDIA targets carry
 # CUDA's limit (163 KiB for sm_80); on an H100 and an H200 (driver 580.159.04) programs of 112 and
@@ -58,6 +62,11 @@ class SpirvTiling(GpuTiling):
     # The device's subgroup (SPIR-V's, a warp on NVIDIA): 32 on NVIDIA GPUs, 8 on lavapipe.
     # Triton's warps stay 32 threads (`threads`); this sizes the subgroup reductions.
     device_subgroup: int = 32
+    # The workgroup memory a dispatch may take (bytes; `Vulkan.workgroup_memory`).
+    workgroup_memory: int = 32 * 1024
+    # (M, N, K) of the program's one tl.dot where IREE's SPIR-V matmul pipeline computes it
+    # (`for_kernel`); None: no such dot.
+    vector_matmul: Optional[tuple[int, int, int]] = None
 
     llvmgpu: ClassVar[bool] = False
     spirv: ClassVar[bool] = True
@@ -77,11 +86,45 @@ class SpirvTiling(GpuTiling):
         driver can issue together, keep more loads in flight. Programs without loops gained
         neither consistently (measurements on H100s: docs/gpu.md, Vulkan)."""
         ops = list(kernel.walk())
-        if not any(t.tiles_in_loop(op) for op in ops) or any(isinstance(op, t.Dot) for op in ops):
+        if any(isinstance(op, t.Dot) for op in ops):
+            return replace(self, vector_matmul=self._vector_matmul(kernel, ops))
+        if not any(t.tiles_in_loop(op) for op in ops):
             return self
         largest = max(math.prod(r.shape) for op in ops for r in op.results if r.is_tile)
         warps = min(LOOP_WARPS, largest // (2 * self.subgroup_size))
         return replace(self, num_warps=max(warps, self.num_warps), thread_vector=LOOP_VECTOR)
+
+    def _vector_matmul(self, kernel: t.Kernel, ops: list[t.Op]) -> Optional[tuple[int, int, int]]:
+        """(M, N, K) of the one tl.dot of a program computed by IREE's SPIR-V MatmulPromoteVectorize
+        pipeline: f16 or f32 operands, each a loaded tile (or its transpose), into an f32
+        accumulator the dot writes over (`_accumulates_in_place`), 2-D, in a program with no
+        other reduction, scan, gather, atomic or histogram, in tiles that split into the threads' tiles
+        (MATMUL_VECTOR columns, K in steps of MATMUL_K_STEP) and whose workgroup
+        memory fits. That pipeline keeps each thread's tile of the accumulator in registers across
+        the K steps and reads the operands as vectors, from copies it makes in workgroup memory,
+        padded against bank conflicts. None otherwise: the dot is a `_register_dot`."""
+        dots = [op for op in ops if isinstance(op, t.Dot)]
+        if len(dots) != 1 or any(isinstance(op, (t.Reduce, t.Scan, t.Gather, t.Atomic, t.Histogram)) for op in ops):
+            return None
+        d = dots[0]
+        loaded = all(isinstance(v.owner, t.Load) or isinstance(v.owner, t.Trans) and isinstance(v.owner.src.owner, t.Load)
+                     for v in (d.a, d.b))
+        if not loaded or not _accumulates_in_place(kernel, d):
+            return None
+        if len(d.a.shape) != 2 or d.acc.dtype != "f32" or any(v.dtype not in ("f16", "f32") for v in (d.a, d.b)):
+            return None
+        (m, k), n = d.a.shape, d.b.shape[1]
+        cols = n // MATMUL_VECTOR
+        if n % MATMUL_VECTOR or k % MATMUL_K_STEP or cols > self.threads or self.threads % cols or \
+                m % (self.threads // cols):
+            return None
+        # The accumulator and both operands twice (the program's tiles and the pipeline's copies),
+        # rows padded by 16 bytes.
+        def tile(rows: int, cols: int, dtype: str) -> int:
+            size = t.bitwidth(dtype) // 8
+            return rows * (cols * size + 16)
+        need = tile(m, n, "f32") + 2 * (tile(m, k, d.a.dtype) + tile(k, n, d.b.dtype))
+        return (m, n, k) if need <= self.workgroup_memory else None
 
     def spirv_lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         """The root's tile sizes. IREE's SPIR-V pipeline tiles every op of the dispatch with the
@@ -94,7 +137,17 @@ class SpirvTiling(GpuTiling):
         return f"#iree_codegen.lowering_config<tile_sizes = [[{zeros}], [{thread}]]>"
 
     def compilation_info(self, loops: tuple[int, ...], iterators: tuple[str, ...], rows: int = 1) -> str:
-        """The root's configuration; `rows` rows of threads (`thread_rows`)."""
+        """The root's configuration; `rows` rows of threads (`thread_rows`). The `vector_matmul`:
+        IREE's MatmulPromoteVectorize pipeline, a thread per MATMUL_VECTOR columns in each row
+        of threads."""
+        if self.vector_matmul is not None and tuple(loops) == self.vector_matmul and iterators[-1] == "reduction":
+            cols = loops[1] // MATMUL_VECTOR
+            rows = loops[0] * cols // self.threads
+            return (f"#iree_codegen.compilation_info<lowering_config = #iree_codegen.lowering_config<tile_sizes = "
+                    f"[[0, 0, 0], [{rows}, {MATMUL_VECTOR}], [0, 0, {MATMUL_K_STEP}]]>, "
+                    f"translation_info = #iree_codegen.translation_info<pipeline = "
+                    f"#iree_gpu.spirv_pipeline<MatmulPromoteVectorize> workgroup_size = [{cols}, {self.threads // cols}, 1], "
+                    f"{{pipeline_depth = 1 : i64, store_stage = 1 : i64}}>>")
         return (f"#iree_codegen.compilation_info<lowering_config = {self.spirv_lowering_config(loops, iterators)}, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = "
                 f"#iree_gpu.spirv_pipeline<BaseDistribute> workgroup_size = [{self.threads // rows}, {rows}, 1]>>")
@@ -183,6 +236,28 @@ class SpirvTiling(GpuTiling):
         return attrs
 
 
+def _accumulates_in_place(kernel: t.Kernel, dot: t.Dot) -> bool:
+    """Whether `dot` writes over its accumulator in IREE's bufferization: the accumulator has
+    no other use, and where it is a loop's carried tile, the loop carries the dot's result (and
+    nothing else uses it) and starts from a tile nothing else uses. IREE's SPIR-V matmul
+    pipeline spreads a copy into workgroup memory over the workgroup's threads even where the
+    copy is one thread's tile, so a bufferization copy of the accumulator (an accumulator also
+    scaled, `acc * decay`) was left mostly undone."""
+    acc, uses = dot.acc, t.uses(kernel)
+    if uses.get(acc.id) != [dot]:
+        return False
+    if not isinstance(acc.owner, t.Block):
+        # (Not carried by a loop or yielded from a branch: the accumulator of the next step
+        # would be another tile than the one the dot wrote over.)
+        return not any(op.regions() for op in uses.get(dot.result.id, []))
+    loop = next((op for op in kernel.walk() if isinstance(op, t.For) and op.body is acc.owner), None)
+    if loop is None or acc not in loop.iter_args:
+        return False
+    i = loop.iter_args.index(acc)
+    return loop.body.yields[i] is dot.result and uses.get(dot.result.id) == [loop] and \
+        uses.get(loop.inits[i].id) == [loop]
+
+
 def pairwise_reductions(kernel: t.Kernel) -> None:
     """In a program with tiles in kernel loops (layer norm), each reduction of a 1-D tile of n
     elements (a power of two) to scalars as log2(n) steps that combine neighbouring elements
@@ -269,7 +344,14 @@ class Vulkan(Gpu):
 
     def tiling(self, num_warps: int) -> SpirvTiling:
         return SpirvTiling(num_warps=num_warps, subgroup_size=32, narrow_vectors=self.narrow_vectors,
-                           device_subgroup=self.device_subgroup)
+                           device_subgroup=self.device_subgroup, workgroup_memory=self.workgroup_memory)
+
+    @property
+    def workgroup_memory(self) -> int:
+        """The workgroup memory a dispatch may take on the arch (bytes), as IREE's check of each
+        dispatch counts it: NVIDIA_VULKAN_WORKGROUP_MEMORY for `ampere`, 64 KiB for AMD's
+        `rdna3`, 32 KiB elsewhere (lavapipe; Apple GPUs through metal-spirv)."""
+        return {"ampere": NVIDIA_VULKAN_WORKGROUP_MEMORY, "rdna3": 64 * 1024}.get(self.arch, 32 * 1024)
 
     @property
     def device_subgroup(self) -> int:
