@@ -122,6 +122,27 @@ def test_matmul(m, n, k):
     assert untouched(whole, c) and bool((c[:, n:] == -7).all())
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_a_matmul_on_irees_spirv_matmul_pipeline(dtype):
+    """A plain matmul's dot runs on IREE's SPIR-V MatmulPromoteVectorize pipeline
+    (`SpirvTiling.vector_matmul`), with masked edges in M, N and K and the output's rows padded."""
+    ty = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
+    sig = (f"a_ptr=*{ty},b_ptr=*{ty},c_ptr=*{ty},M=i32,N=i32,K=i32,stride_am=i32,stride_ak=i32,stride_bk=i32,"
+           f"stride_bn=i32,stride_cm=i32,stride_cn=i32")
+    consts = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}
+    assert "MatmulPromoteVectorize" in aot.compile_kernel(K.matmul_kernel, sig, consts, target="vulkan", arch=ARCH,
+                                                          vmfb=False).module
+    run = launcher(K.matmul_kernel, sig, consts)
+    m, n, k = 70, 45, 77
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    c, whole = padded((m, n + 3), dtype=dtype)
+    run(a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        grid=(triton.cdiv(m, 32), triton.cdiv(n, 32)))
+    want = (a.double() @ b.double()).to(dtype)
+    torch.testing.assert_close(c[:, :n], want, atol=1e-4 if dtype == torch.float32 else 0.05, rtol=1e-2)
+    assert untouched(whole, c) and bool((c[:, n:] == -7).all())
+
+
 @pytest.mark.parametrize("n", [1, 127, 1000])
 def test_gather(n):
     gather = launcher(K.gather_kernel, "x_ptr=*fp32,idx_ptr=*i32,out_ptr=*fp32,n=i32", {"BLOCK": 128})

@@ -96,7 +96,7 @@ class SpirvTiling(GpuTiling):
 
     def _vector_matmul(self, kernel: t.Kernel, ops: list[t.Op]) -> Optional[tuple[int, int, int]]:
         """(M, N, K) of the one tl.dot of a program computed by IREE's SPIR-V MatmulPromoteVectorize
-        pipeline: f16 or f32 operands, each a loaded tile (or its transpose), into an f32
+        pipeline: f16, bf16 or f32 operands, each a loaded tile (or its transpose), into an f32
         accumulator the dot writes over (`_accumulates_in_place`), 2-D, in a program with no
         other reduction, scan, gather, atomic or histogram, in tiles that split into the threads' tiles
         (MATMUL_VECTOR columns, K in steps of MATMUL_K_STEP) and whose workgroup
@@ -111,7 +111,7 @@ class SpirvTiling(GpuTiling):
                      for v in (d.a, d.b))
         if not loaded or not _accumulates_in_place(kernel, d):
             return None
-        if len(d.a.shape) != 2 or d.acc.dtype != "f32" or any(v.dtype not in ("f16", "f32") for v in (d.a, d.b)):
+        if len(d.a.shape) != 2 or d.acc.dtype != "f32" or any(v.dtype not in ("f16", "bf16", "f32") for v in (d.a, d.b)):
             return None
         (m, k), n = d.a.shape, d.b.shape[1]
         cols = n // MATMUL_VECTOR
@@ -239,7 +239,7 @@ class SpirvTiling(GpuTiling):
 def _accumulates_in_place(kernel: t.Kernel, dot: t.Dot) -> bool:
     """Whether `dot` writes over its accumulator in IREE's bufferization: the accumulator has
     no other use, and where it is a loop's carried tile, the loop carries the dot's result (and
-    nothing else uses it) and starts from a tile nothing else uses. IREE's SPIR-V matmul
+    nothing else uses it) and starts from a constant or a tile nothing else uses. IREE's SPIR-V matmul
     pipeline spreads a copy into workgroup memory over the workgroup's threads even where the
     copy is one thread's tile, so a bufferization copy of the accumulator (an accumulator also
     scaled, `acc * decay`) was left mostly undone."""
@@ -254,8 +254,11 @@ def _accumulates_in_place(kernel: t.Kernel, dot: t.Dot) -> bool:
     if loop is None or acc not in loop.iter_args:
         return False
     i = loop.iter_args.index(acc)
+    # (A constant start, `tl.zeros`, is a fill of its own where it is a tile: other uses read
+    # its value, as the masked loads' `other=0.0`.)
+    init = loop.inits[i]
     return loop.body.yields[i] is dot.result and uses.get(dot.result.id) == [loop] and \
-        uses.get(loop.inits[i].id) == [loop]
+        (uses.get(init.id) == [loop] or isinstance(init.owner, t.Constant))
 
 
 def pairwise_reductions(kernel: t.Kernel) -> None:
