@@ -59,7 +59,10 @@ class LlvmGpuTilingPolicy(GpuTilingPolicy, Protocol):
 
 
 class SpirvTilingPolicy(GpuTilingPolicy, Protocol):
-    """What the emitter asks of a tiling where `spirv` holds (`targets.spirv.SpirvTiling`)."""
+    """What the emitter asks of a tiling where `spirv` holds (`targets.spirv.SpirvTiling`).
+    `vector_matmul`: (M, N, K) of the program's one tl.dot where it is a linalg.matmul on IREE's
+    SPIR-V matmul pipeline, which `compilation_info` configures; None: no such dot."""
+    vector_matmul: Optional[tuple[int, int, int]]
 
     def spirv_lowering_config(self, loops: tuple[int, ...], iterators: tuple[str, ...]) -> str:
         """The root's tile sizes, which the ops of its rank carry too."""
