@@ -1,7 +1,8 @@
 """`tl.dot`: `linalg.matmul` (`linalg.batch_matmul` for 3-D tiles) on the operand tiles,
 accumulating into its accumulator. On Vulkan a plain matmul's dot is a linalg.matmul that IREE's
-SPIR-V matmul pipeline computes (`SpirvTiling.vector_matmul`), another float 2-D dot a
-`linalg.map` over the accumulator that runs the K loop in registers (`DotEmitter._register_dot`)."""
+SPIR-V matmul pipeline computes where it has run right (`SpirvTiling.vector_matmul`), another
+float 2-D dot a `linalg.map` over the accumulator that runs the K loop in registers
+(`DotEmitter._register_dot`)."""
 from __future__ import annotations
 
 from .. import tile as t

@@ -31,8 +31,9 @@ IREE would interchange the loops and keep the tile sizes, splitting the reductio
 threads); on Vulkan every op of the root's rank carries the root's tile sizes, a root without size-1 loops is
 preferred, a dispatch of 2-D elementwise ops only gets rows of threads (`SpirvTiling.thread_rows`),
 2-D tiles are loaded by rows rather than as slabs (gathered in tl.dot programs), a plain
-matmul's dot runs on IREE's SPIR-V MatmulPromoteVectorize pipeline (`SpirvTiling.vector_matmul`)
-and another float tl.dot sums in registers (`DotEmitter._register_dot`). BaseDistribute bufferizes the
+matmul's dot runs on IREE's SPIR-V MatmulPromoteVectorize pipeline where it has run right
+(`SpirvTiling.vector_matmul`, `spirv.VECTOR_MATMUL_ARCHES`) and another float tl.dot sums in
+registers (`DotEmitter._register_dot`). BaseDistribute bufferizes the
 whole dispatch before spreading each op over the threads on its own, so there every tile is a
 buffer in workgroup memory and ops see each other's elements only through it: a workgroup
 barrier precedes every op that reads tiles (`EmitterBase._sync`), elementwise ops write over an

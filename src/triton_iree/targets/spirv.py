@@ -35,6 +35,10 @@ ROW_THREADS = 256
 # SPIR-V's vectors, and the K elements of each step.
 MATMUL_VECTOR = 4
 MATMUL_K_STEP = 4
+# The arches whose plain matmuls run on that pipeline: those it has run right on. lavapipe
+# (`llvmpipe`) only: on NVIDIA's driver (`ampere`) it has not run yet, and the suite's pass there
+# validated the register dot.
+VECTOR_MATMUL_ARCHES = ("llvmpipe",)
 
 # The workgroup memory a program may take on NVIDIA's Vulkan driver. IREE's NVIDIA targets carry
 # CUDA's limit (163 KiB for sm_80); on an H100 and an H200 (driver 580.159.04) programs of 112 and
@@ -64,6 +68,8 @@ class SpirvTiling(GpuTiling):
     device_subgroup: int = 32
     # The workgroup memory a dispatch may take (bytes; `Vulkan.workgroup_memory`).
     workgroup_memory: int = 32 * 1024
+    # Whether plain matmuls run on IREE's SPIR-V matmul pipeline (VECTOR_MATMUL_ARCHES).
+    matmul_pipeline: bool = False
     # (M, N, K) of the program's one tl.dot where IREE's SPIR-V matmul pipeline computes it
     # (`for_kernel`); None: no such dot.
     vector_matmul: Optional[tuple[int, int, int]] = None
@@ -87,7 +93,7 @@ class SpirvTiling(GpuTiling):
         neither consistently (measurements on H100s: docs/gpu.md, Vulkan)."""
         ops = list(kernel.walk())
         if any(isinstance(op, t.Dot) for op in ops):
-            return replace(self, vector_matmul=self._vector_matmul(kernel, ops))
+            return replace(self, vector_matmul=self._vector_matmul(kernel, ops) if self.matmul_pipeline else None)
         if not any(t.tiles_in_loop(op) for op in ops):
             return self
         largest = max(math.prod(r.shape) for op in ops for r in op.results if r.is_tile)
@@ -347,7 +353,8 @@ class Vulkan(Gpu):
 
     def tiling(self, num_warps: int) -> SpirvTiling:
         return SpirvTiling(num_warps=num_warps, subgroup_size=32, narrow_vectors=self.narrow_vectors,
-                           device_subgroup=self.device_subgroup, workgroup_memory=self.workgroup_memory)
+                           device_subgroup=self.device_subgroup, workgroup_memory=self.workgroup_memory,
+                           matmul_pipeline=self.arch in VECTOR_MATMUL_ARCHES)
 
     @property
     def workgroup_memory(self) -> int:
