@@ -113,11 +113,11 @@ class SpirvTiling(GpuTiling):
         if len(dots) != 1 or any(isinstance(op, (t.Reduce, t.Scan, t.Gather, t.Atomic, t.Histogram)) for op in ops):
             return None
         d = dots[0]
+        if len(d.a.shape) != 2 or d.acc.dtype != "f32" or any(v.dtype not in ("f16", "bf16", "f32") for v in (d.a, d.b)):
+            return None
         loaded = all(isinstance(v.owner, t.Load) or isinstance(v.owner, t.Trans) and isinstance(v.owner.src.owner, t.Load)
                      for v in (d.a, d.b))
         if not loaded or not _accumulates_in_place(kernel, d):
-            return None
-        if len(d.a.shape) != 2 or d.acc.dtype != "f32" or any(v.dtype not in ("f16", "bf16", "f32") for v in (d.a, d.b)):
             return None
         (m, k), n = d.a.shape, d.b.shape[1]
         cols = n // MATMUL_VECTOR
@@ -148,9 +148,9 @@ class SpirvTiling(GpuTiling):
         of threads."""
         if self.vector_matmul is not None and tuple(loops) == self.vector_matmul and iterators[-1] == "reduction":
             cols = loops[1] // MATMUL_VECTOR
-            rows = loops[0] * cols // self.threads
+            thread_rows = loops[0] * cols // self.threads
             return (f"#iree_codegen.compilation_info<lowering_config = #iree_codegen.lowering_config<tile_sizes = "
-                    f"[[0, 0, 0], [{rows}, {MATMUL_VECTOR}], [0, 0, {MATMUL_K_STEP}]]>, "
+                    f"[[0, 0, 0], [{thread_rows}, {MATMUL_VECTOR}], [0, 0, {MATMUL_K_STEP}]]>, "
                     f"translation_info = #iree_codegen.translation_info<pipeline = "
                     f"#iree_gpu.spirv_pipeline<MatmulPromoteVectorize> workgroup_size = [{cols}, {self.threads // cols}, 1], "
                     f"{{pipeline_depth = 1 : i64, store_stage = 1 : i64}}>>")
