@@ -104,19 +104,21 @@ class SpirvTiling(GpuTiling):
         """(M, N, K) of the one tl.dot of a program computed by IREE's SPIR-V MatmulPromoteVectorize
         pipeline: f16, bf16 or f32 operands, each a loaded tile (or its transpose), into an f32
         accumulator the dot writes over (`_accumulates_in_place`), 2-D, in a program with no
-        other reduction, scan, gather, atomic or histogram, in tiles that split into the threads' tiles
-        (MATMUL_VECTOR columns, K in steps of MATMUL_K_STEP) and whose workgroup
-        memory fits. That pipeline keeps each thread's tile of the accumulator in registers across
+        other reduction, scan, gather, atomic or histogram, in tiles that split into the threads'
+        (MATMUL_VECTOR columns, K in steps of MATMUL_K_STEP) and whose workgroup memory fits.
+        That pipeline keeps each thread's tile of the accumulator in registers across
         the K steps and reads the operands as vectors, from copies it makes in workgroup memory,
         padded against bank conflicts. None otherwise: the dot is a `_register_dot`."""
         dots = [op for op in ops if isinstance(op, t.Dot)]
-        if len(dots) != 1 or any(isinstance(op, (t.Reduce, t.Scan, t.Gather, t.Atomic, t.Histogram)) for op in ops):
+        serial = (t.Reduce, t.Scan, t.Gather, t.Atomic, t.Histogram)
+        if len(dots) != 1 or any(isinstance(op, serial) for op in ops):
             return None
         d = dots[0]
-        if len(d.a.shape) != 2 or d.acc.dtype != "f32" or any(v.dtype not in ("f16", "bf16", "f32") for v in (d.a, d.b)):
+        if len(d.a.shape) != 2 or d.acc.dtype != "f32" or \
+                any(v.dtype not in ("f16", "bf16", "f32") for v in (d.a, d.b)):
             return None
-        loaded = all(isinstance(v.owner, t.Load) or isinstance(v.owner, t.Trans) and isinstance(v.owner.src.owner, t.Load)
-                     for v in (d.a, d.b))
+        loaded = all(isinstance(v.owner, t.Load) or
+                     isinstance(v.owner, t.Trans) and isinstance(v.owner.src.owner, t.Load) for v in (d.a, d.b))
         if not loaded or not _accumulates_in_place(kernel, d):
             return None
         (m, k), n = d.a.shape, d.b.shape[1]
@@ -126,9 +128,8 @@ class SpirvTiling(GpuTiling):
             return None
         # The accumulator and both operands twice (the program's tiles and the pipeline's copies),
         # rows padded by 16 bytes.
-        def tile(rows: int, cols: int, dtype: str) -> int:
-            size = t.bitwidth(dtype) // 8
-            return rows * (cols * size + 16)
+        def tile(rows: int, columns: int, dtype: str) -> int:
+            return rows * (columns * t.bitwidth(dtype) // 8 + 16)
         need = tile(m, n, "f32") + 2 * (tile(m, k, d.a.dtype) + tile(k, n, d.b.dtype))
         return (m, n, k) if need <= self.workgroup_memory else None
 
@@ -152,7 +153,8 @@ class SpirvTiling(GpuTiling):
             return (f"#iree_codegen.compilation_info<lowering_config = #iree_codegen.lowering_config<tile_sizes = "
                     f"[[0, 0, 0], [{thread_rows}, {MATMUL_VECTOR}], [0, 0, {MATMUL_K_STEP}]]>, "
                     f"translation_info = #iree_codegen.translation_info<pipeline = "
-                    f"#iree_gpu.spirv_pipeline<MatmulPromoteVectorize> workgroup_size = [{cols}, {self.threads // cols}, 1], "
+                    f"#iree_gpu.spirv_pipeline<MatmulPromoteVectorize> "
+                    f"workgroup_size = [{cols}, {self.threads // cols}, 1], "
                     f"{{pipeline_depth = 1 : i64, store_stage = 1 : i64}}>>")
         return (f"#iree_codegen.compilation_info<lowering_config = {self.spirv_lowering_config(loops, iterators)}, "
                 f"translation_info = #iree_codegen.translation_info<pipeline = "
@@ -245,8 +247,8 @@ class SpirvTiling(GpuTiling):
 def _accumulates_in_place(kernel: t.Kernel, dot: t.Dot) -> bool:
     """Whether `dot` writes over its accumulator in IREE's bufferization: the accumulator has
     no other use, and where it is a loop's carried tile, the loop carries the dot's result (and
-    nothing else uses it) and starts from a constant or a tile nothing else uses. IREE's SPIR-V matmul
-    pipeline spreads a copy into workgroup memory over the workgroup's threads even where the
+    nothing else uses it) and starts from a constant or a tile nothing else uses. IREE's SPIR-V
+    matmul pipeline spreads a copy into workgroup memory over the workgroup's threads even where the
     copy is one thread's tile, so a bufferization copy of the accumulator (an accumulator also
     scaled, `acc * decay`) was left mostly undone."""
     acc, uses = dot.acc, t.uses(kernel)
