@@ -1,5 +1,5 @@
-"""Shared test setup: the kernel corpus on sys.path, a private Triton cache per session, and
-tests marked `isolated` run in a process of their own."""
+"""Shared test setup: the kernel corpus on sys.path, a private Triton cache per session, torch's
+seed set before every test, and tests marked `isolated` run in a process of their own."""
 import os
 import signal
 import subprocess
@@ -45,8 +45,11 @@ def pytest_pyfunc_call(pyfuncitem):
     return True
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def seeded():
+    """Every test starts from the same torch seed, so that its random inputs do not depend on the
+    tests that ran before it in its process (which xdist's distribution decides), and a failure
+    comes back when the test is run alone."""
     import torch
     torch.manual_seed(1234)
     return torch
