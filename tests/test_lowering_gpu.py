@@ -20,6 +20,7 @@ from triton.compiler.compiler import ASTSource
 from triton_iree import aot, kernels as K
 from triton_iree.compile import COMMON_FLAGS
 from triton_iree.errors import ResourceLimitError
+from triton_iree.targets.spirv import VECTOR_MATMUL_ARCHES
 
 from helpers import module_ops, reduction_bodies
 from test_memory_order import raw_kernel, scalar_counter_kernel, war_other_buffer_kernel   # the kernels wrong on the H200, or not compiled there
@@ -1138,23 +1139,21 @@ def test_on_vulkan_programs_without_loops_keep_their_warps():
     ((32, 32, 32), 4, (8, 16)),
     ((64, 128, 32), 8, (32, 8)),
     ((128, 64, 32), 4, (16, 8))])
-def test_a_vulkan_matmul_keeps_each_threads_tile_in_registers_as_vectors(blocks, warps, workgroup, tmp_path,
-                                                                         monkeypatch):
+def test_a_vulkan_matmul_keeps_each_threads_tile_in_registers_as_vectors(blocks, warps, workgroup, tmp_path):
     """On Vulkan the one tl.dot of a matmul is a linalg.matmul on IREE's SPIR-V
     MatmulPromoteVectorize pipeline (`SpirvTiling.vector_matmul`): each thread computes a tile
     of rows by 4 columns of the accumulator, kept in registers across the block's K steps, as
     fused multiply-adds of 4-element vectors: as many as the thread's rows times BLOCK_K, every
     step unrolled. Stores read the accumulator itself (no store copy, which that pipeline spread
     over the threads again inside each thread's tile). Shown for `ampere`'s 96 KiB of workgroup
-    memory, where these tiles fit, with the pipeline allowed there (it is not yet:
-    VECTOR_MATMUL_ARCHES holds the arches it has run right on)."""
-    from triton_iree.targets import spirv
+    memory, where these tiles fit. An arch the pipeline has not run on (VECTOR_MATMUL_ARCHES;
+    AMD's `rdna3`) keeps the register dot."""
     bm, bn, bk = blocks
     sig = {**MATMUL_SIG, "stride_ak": "i32", "stride_bn": "i32", "stride_cn": "i32"}
     consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
+    assert "rdna3" not in VECTOR_MATMUL_ARCHES
     assert "MatmulPromoteVectorize" not in aot.compile_kernel(K.matmul_kernel, sig, consts, target="vulkan",
-                                                              arch="ampere", vmfb=False, num_warps=warps).module
-    monkeypatch.setattr(spirv, "VECTOR_MATMUL_ARCHES", ("llvmpipe", "ampere"))
+                                                              arch="rdna3", vmfb=False, num_warps=warps).module
     text = aot.compile_kernel(K.matmul_kernel, sig, consts, target="vulkan", arch="ampere", vmfb=False,
                               num_warps=warps).module
     assert text.count("linalg.matmul") == 1 and "linalg.map" not in text and "linalg.copy" not in text

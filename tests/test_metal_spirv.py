@@ -15,6 +15,7 @@ import pytest
 
 from triton_iree import aot, kernels as K, targets
 from triton_iree.errors import LaunchError
+from triton_iree.targets.spirv import VECTOR_MATMUL_ARCHES
 
 F32_1D = "x_ptr=*fp32,out_ptr=*fp32,n=i32"
 MATMUL_SIG = ("a_ptr=*fp32,b_ptr=*fp32,c_ptr=*fp32,M=i32,N=i32,K=i32,stride_am=i32,stride_ak=i32,stride_bk=i32,"
@@ -92,11 +93,14 @@ def test_the_target_inherits_spirv_code_generation():
     metal, vulkan = targets.make_target("metal-spirv"), targets.make_target("vulkan")
     assert isinstance(metal, targets.Vulkan) and metal.arch == "macos" and metal.compile_only
     # The same emitter choices, but the device: Vulkan's ampere names its own, with its workgroup
-    # memory; Apple GPUs have 32 KiB.
+    # memory; Apple GPUs have 32 KiB, and their matmuls keep the register dot (IREE's SPIR-V
+    # matmul pipeline has not run on them).
     ampere = vulkan.emit_options(4)
     assert metal.workgroup_memory == 32768 < vulkan.workgroup_memory
+    assert ampere.gpu_tiling.matmul_pipeline and metal.arch not in VECTOR_MATMUL_ARCHES
     assert metal.emit_options(4) == dataclasses.replace(
-        ampere, device_target=None, gpu_tiling=dataclasses.replace(ampere.gpu_tiling, workgroup_memory=32768))
+        ampere, device_target=None,
+        gpu_tiling=dataclasses.replace(ampere.gpu_tiling, workgroup_memory=32768, matmul_pipeline=False))
     assert metal.device_target is None
     assert metal.flags == ("--iree-metal-target-platform=macos", "--iree-metal-compile-to-metallib=false")
     assert targets.from_triton(metal.triton_target()) == metal

@@ -35,10 +35,9 @@ ROW_THREADS = 256
 # SPIR-V's vectors, and the K elements of each step.
 MATMUL_VECTOR = 4
 MATMUL_K_STEP = 4
-# The arches whose plain matmuls run on that pipeline: those it has run right on. lavapipe
-# (`llvmpipe`) only: on NVIDIA's driver (`ampere`) it has not run yet, and the suite's pass there
-# validated the register dot.
-VECTOR_MATMUL_ARCHES = ("llvmpipe",)
+# The arches whose plain matmuls run on that pipeline: those the suite's pass has run it right on,
+# lavapipe (`llvmpipe`) and NVIDIA's driver (`ampere`, on an H100). Others keep the register dot.
+VECTOR_MATMUL_ARCHES = ("llvmpipe", "ampere")
 
 # The workgroup memory a program may take on NVIDIA's Vulkan driver. IREE's NVIDIA targets carry
 # CUDA's limit (163 KiB for sm_80); on an H100 and an H200 (driver 580.159.04) programs of 112 and
