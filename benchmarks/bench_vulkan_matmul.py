@@ -36,8 +36,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
     n, (bm, bn, bk), ty = args.size, args.blocks, args.dtype
-    sig = (f"a_ptr=*{ty},b_ptr=*{ty},c_ptr=*{ty},M=i32,N=i32,K=i32,stride_am=i32,stride_ak=i32,stride_bk=i32,"
-           f"stride_bn=i32,stride_cm=i32,stride_cn=i32")
+    sig = K.matmul_signature(ty)
     consts = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
     others = tuple(a for a in spirv.VECTOR_MATMUL_ARCHES if a != args.arch)
     launchers = {}

@@ -18,8 +18,7 @@ from triton_iree.errors import LaunchError
 from triton_iree.targets.spirv import VECTOR_MATMUL_ARCHES
 
 F32_1D = "x_ptr=*fp32,out_ptr=*fp32,n=i32"
-MATMUL_SIG = ("a_ptr=*fp32,b_ptr=*fp32,c_ptr=*fp32,M=i32,N=i32,K=i32,stride_am=i32,stride_ak=i32,stride_bk=i32,"
-              "stride_bn=i32,stride_cm=i32,stride_cn=i32")
+MATMUL_SIG = K.matmul_signature()
 TILES = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}
 
 # (kernel, signature, constexprs): the whole corpus.

@@ -112,9 +112,7 @@ def test_softmax(rows, cols):
 
 @pytest.mark.parametrize("m,n,k", [(1, 1, 1), (33, 47, 70), (100, 65, 31)])
 def test_matmul(m, n, k):
-    run = launcher(K.matmul_kernel, "a_ptr=*fp32,b_ptr=*fp32,c_ptr=*fp32,M=i32,N=i32,K=i32,stride_am=i32,"
-                   "stride_ak=i32,stride_bk=i32,stride_bn=i32,stride_cm=i32,stride_cn=i32",
-                   {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32})
+    run = launcher(K.matmul_kernel, K.matmul_signature(), {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32})
     a, b = torch.randn(m, k), torch.randn(k, n)
     c, whole = padded((m, n + 3))
     run(a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
@@ -129,8 +127,7 @@ def test_a_matmul_on_irees_spirv_matmul_pipeline(dtype):
     (`SpirvTiling.vector_matmul`) on the arches it has run right on (VECTOR_MATMUL_ARCHES), with
     masked edges in M, N and K and the output's rows padded."""
     ty = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
-    sig = (f"a_ptr=*{ty},b_ptr=*{ty},c_ptr=*{ty},M=i32,N=i32,K=i32,stride_am=i32,stride_ak=i32,stride_bk=i32,"
-           f"stride_bn=i32,stride_cm=i32,stride_cn=i32")
+    sig = K.matmul_signature(ty)
     consts = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}
     module = aot.compile_kernel(K.matmul_kernel, sig, consts, target="vulkan", arch=ARCH, vmfb=False).module
     assert ("MatmulPromoteVectorize" in module) == (ARCH in VECTOR_MATMUL_ARCHES)
@@ -440,9 +437,7 @@ def test_loads_and_stores_of_one_buffer_keep_program_order():
 
 
 def test_matmul_stepped_and_transposed_pointers():
-    stepped = launcher(K.matmul_stepped_kernel, "a_ptr=*fp32,b_ptr=*fp32,c_ptr=*fp32,M=i32,N=i32,K=i32,"
-                       "stride_am=i32,stride_ak=i32,stride_bk=i32,stride_bn=i32,stride_cm=i32,stride_cn=i32",
-                       {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32})
+    stepped = launcher(K.matmul_stepped_kernel, K.matmul_signature(), {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32})
     trans = launcher(K.trans_pointer_kernel, "x_ptr=*fp32,out_ptr=*fp32,M=i32,N=i32,stride_x=i32",
                      {"BLOCK_M": 16, "BLOCK_N": 32})
     mod_div = launcher(K.mod_div_index_kernel, "x_ptr=*fp32,out_ptr=*fp32,xnumel=i32", {"COLS": 16, "XBLOCK": 128})

@@ -106,6 +106,13 @@ def run_matmul(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32):
     return out
 
 
+def matmul_signature(dtype: str = "fp32") -> str:
+    """The `aot` signature of `matmul_kernel` (and `matmul_stepped_kernel`) on `dtype` matrices
+    (Triton's type names: fp16, bf16, fp32), no argument specialized."""
+    strides = ",".join(f"stride_{s}=i32" for s in ("am", "ak", "bk", "bn", "cm", "cn"))
+    return f"a_ptr=*{dtype},b_ptr=*{dtype},c_ptr=*{dtype},M=i32,N=i32,K=i32,{strides}"
+
+
 def ref_matmul(a, b):
     return (a.float() @ b.float()).to(a.dtype)
 
