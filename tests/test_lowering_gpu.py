@@ -1138,13 +1138,21 @@ def test_on_vulkan_programs_without_loops_keep_their_warps():
     ((64, 64, 64), 4, (16, 8)),    # the GPU benchmark's Vulkan matmul: a thread for 8 x 4 elements
     ((32, 32, 32), 4, (8, 16)),
     ((64, 128, 32), 8, (32, 8)),
-    ((128, 64, 32), 4, (16, 8))])
+    ((64, 64, 32), 8, (16, 16)),   # 4 rows a thread: num_warps kept
+    # More warps than num_warps, so that no thread takes more than 8 rows:
+    ((64, 64, 64), 2, (16, 8)),
+    ((128, 64, 32), 4, (16, 16)),
+    ((64, 128, 32), 4, (32, 8)),
+    ((128, 128, 16), 8, (32, 16)),
+    ((128, 32, 32), 1, (8, 16))])
 def test_a_vulkan_matmul_keeps_each_threads_tile_in_registers_as_vectors(blocks, warps, workgroup, tmp_path):
     """On Vulkan the one tl.dot of a matmul is a linalg.matmul on IREE's SPIR-V
     MatmulPromoteVectorize pipeline (`SpirvTiling.vector_matmul`): each thread computes a tile
     of rows by 4 columns of the accumulator, kept in registers across the block's K steps, as
     fused multiply-adds of 4-element vectors: as many as the thread's rows times BLOCK_K, every
-    step unrolled. Stores read the accumulator itself (no store copy, which that pipeline spread
+    step unrolled. At most 8 rows a thread: where num_warps would give a thread more, the
+    program gets more warps (`SpirvTiling._matmul_warps`; 16 rows ran 1.2 to 5.7 times slower on
+    H100s). Stores read the accumulator itself (no store copy, which that pipeline spread
     over the threads again inside each thread's tile). Shown for `ampere`'s 96 KiB of workgroup
     memory, where these tiles fit. An arch the pipeline has not run on (VECTOR_MATMUL_ARCHES;
     AMD's `rdna3`) keeps the register dot."""

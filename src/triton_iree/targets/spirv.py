@@ -35,6 +35,10 @@ ROW_THREADS = 256
 # SPIR-V's vectors, and the K elements of each step.
 MATMUL_VECTOR = 4
 MATMUL_K_STEP = 4
+# The most rows of that accumulator a thread takes where more warps than num_warps can spare it
+# the rest, up to MATMUL_WARPS warps (`SpirvTiling._matmul_warps`).
+MATMUL_THREAD_ROWS = 8
+MATMUL_WARPS = 16
 # The arches whose plain matmuls run on that pipeline: those the suite's pass has run it right on,
 # lavapipe (`llvmpipe`) and NVIDIA's driver (`ampere`, on an H100). Others keep the register dot.
 VECTOR_MATMUL_ARCHES = ("llvmpipe", "ampere")
@@ -89,15 +93,35 @@ class SpirvTiling(GpuTiling):
         elements one after another, and such a program's loop accumulates in workgroup memory
         between barriers: more threads, and a fixed count of elements a thread whose loads the
         driver can issue together, keep more loads in flight. Programs without loops gained
-        neither consistently (measurements on H100s: docs/gpu.md, Vulkan)."""
+        neither consistently (measurements on H100s: docs/gpu.md, Vulkan). A plain matmul on
+        IREE's SPIR-V matmul pipeline may get more warps too (`_matmul_warps`)."""
         ops = list(kernel.walk())
         if any(isinstance(op, t.Dot) for op in ops):
-            return replace(self, vector_matmul=self._vector_matmul(kernel, ops) if self.matmul_pipeline else None)
+            mm = self._vector_matmul(kernel, ops) if self.matmul_pipeline else None
+            return replace(self, vector_matmul=mm) if mm is None else self._matmul_warps(kernel, ops, mm)
         if not any(t.tiles_in_loop(op) for op in ops):
             return self
         largest = max(math.prod(r.shape) for op in ops for r in op.results if r.is_tile)
         warps = min(LOOP_WARPS, largest // (2 * self.subgroup_size))
         return replace(self, num_warps=max(warps, self.num_warps), thread_vector=LOOP_VECTOR)
+
+    def _matmul_warps(self, kernel: t.Kernel, ops: list[t.Op], mm: tuple[int, int, int]) -> "SpirvTiling":
+        """This configuration for the vector matmul `mm`, with the warps doubled, up to
+        MATMUL_WARPS, while each thread would take more than MATMUL_THREAD_ROWS rows of the
+        accumulator (of MATMUL_VECTOR columns each) and the doubled threads still split the tile.
+        On H100s (fp16 4096^3, two sessions whose 64 x 64 x 64 tiles at 4 warps took 6.89 and
+        7.01 ms; docs/gpu.md), 16 rows a thread ran 1.2 to 5.7 times slower than 8: 64 x 64 tiles
+        at 2 warps 38.96 ms against 6.89 at 4, 64 x 128 at 4 warps 13.16 against 7.57 at 8,
+        128 x 64 at 4 warps 7.52 against 6.25 at 8, 128 x 128 at 8 warps 18.77 against 12.38 at
+        16; 4 rows were not faster than 8 (64 x 64 x 32: 7.60 ms at 8 warps, 6.74 and 6.85 at 4)."""
+        m, n, _ = mm
+        tiling = replace(self, vector_matmul=mm)
+        while m * (n // MATMUL_VECTOR) > MATMUL_THREAD_ROWS * tiling.threads and tiling.num_warps < MATMUL_WARPS:
+            more = replace(tiling, num_warps=tiling.num_warps * 2)
+            if more._vector_matmul(kernel, ops) != mm:
+                break
+            tiling = more
+        return tiling
 
     def _vector_matmul(self, kernel: t.Kernel, ops: list[t.Op]) -> Optional[tuple[int, int, int]]:
         """(M, N, K) of the one tl.dot of a program computed by IREE's SPIR-V MatmulPromoteVectorize
