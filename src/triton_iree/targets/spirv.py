@@ -98,30 +98,35 @@ class SpirvTiling(GpuTiling):
         ops = list(kernel.walk())
         if any(isinstance(op, t.Dot) for op in ops):
             mm = self._vector_matmul(kernel, ops) if self.matmul_pipeline else None
-            return replace(self, vector_matmul=mm) if mm is None else self._matmul_warps(kernel, ops, mm)
+            return replace(self, vector_matmul=mm) if mm is None else self._matmul_warps(mm)
         if not any(t.tiles_in_loop(op) for op in ops):
             return self
         largest = max(math.prod(r.shape) for op in ops for r in op.results if r.is_tile)
         warps = min(LOOP_WARPS, largest // (2 * self.subgroup_size))
         return replace(self, num_warps=max(warps, self.num_warps), thread_vector=LOOP_VECTOR)
 
-    def _matmul_warps(self, kernel: t.Kernel, ops: list[t.Op], mm: tuple[int, int, int]) -> "SpirvTiling":
+    def _matmul_warps(self, mm: tuple[int, int, int]) -> "SpirvTiling":
         """This configuration for the vector matmul `mm`, with the warps doubled, up to
         MATMUL_WARPS, while each thread would take more than MATMUL_THREAD_ROWS rows of the
-        accumulator (of MATMUL_VECTOR columns each) and the doubled threads still split the tile.
-        On H100s (fp16 4096^3, two sessions whose 64 x 64 x 64 tiles at 4 warps took 6.89 and
-        7.01 ms; docs/gpu.md), 16 rows a thread ran 1.2 to 5.7 times slower than 8: 64 x 64 tiles
-        at 2 warps 38.96 ms against 6.89 at 4, 64 x 128 at 4 warps 13.16 against 7.57 at 8,
-        128 x 64 at 4 warps 7.52 against 6.25 at 8, 128 x 128 at 8 warps 18.77 against 12.38 at
-        16; 4 rows were not faster than 8 (64 x 64 x 32: 7.60 ms at 8 warps, 6.74 and 6.85 at 4)."""
+        accumulator and the doubled threads still split the tile (`_splits`). On H100s (fp16
+        4096^3; docs/gpu.md, Vulkan), 16 rows a thread ran 1.2 to 5.7 times slower than the same
+        tile with twice the warps and 8 rows (64 x 64 at 2 warps 38.96 ms, at 4 warps 6.89), and
+        4 rows were not faster than 8."""
         m, n, _ = mm
         tiling = replace(self, vector_matmul=mm)
         while m * (n // MATMUL_VECTOR) > MATMUL_THREAD_ROWS * tiling.threads and tiling.num_warps < MATMUL_WARPS:
             more = replace(tiling, num_warps=tiling.num_warps * 2)
-            if more._vector_matmul(kernel, ops) != mm:
+            if not more._splits(m, n):
                 break
             tiling = more
         return tiling
+
+    def _splits(self, m: int, n: int) -> bool:
+        """Whether an m x n accumulator splits into the threads' tiles of MATMUL_VECTOR columns:
+        every column tile in a row of threads, and the rows evenly over the rows of threads."""
+        cols = n // MATMUL_VECTOR
+        return n % MATMUL_VECTOR == 0 and cols <= self.threads and self.threads % cols == 0 and \
+            m % (self.threads // cols) == 0
 
     def _vector_matmul(self, kernel: t.Kernel, ops: list[t.Op]) -> Optional[tuple[int, int, int]]:
         """(M, N, K) of the one tl.dot of a program computed by IREE's SPIR-V MatmulPromoteVectorize
@@ -145,9 +150,7 @@ class SpirvTiling(GpuTiling):
         if not loaded or not _accumulates_in_place(kernel, d):
             return None
         (m, k), n = d.a.shape, d.b.shape[1]
-        cols = n // MATMUL_VECTOR
-        if n % MATMUL_VECTOR or k % MATMUL_K_STEP or cols > self.threads or self.threads % cols or \
-                m % (self.threads // cols):
+        if k % MATMUL_K_STEP or not self._splits(m, n):
             return None
         # The accumulator and both operands twice (the program's tiles and the pipeline's copies),
         # rows padded by 16 bytes.
