@@ -3,14 +3,16 @@ machine with an NVIDIA GPU, with the vector add module of a pack (`pack.py`).
 
     python benchmarks/gpu/launch_profile.py PACK
 
-Prints, for native mode and code generation, the median microseconds (of 3000) of the whole
+Prints, for native mode and code generation, the median microseconds (of 3000, or PROFILE_REPS) of the whole
 launch and of each step: the argument checks, building IREE's argument list, one cached import,
 the DLPack path's steps (a strided view, its capsule, IREE's import: what each tensor cost every
 launch before views were kept, and still costs where IREE's import has no element type), torch's
 current stream as an object and as a handle, IREE's invocation of the ordered function, one CUDA
 stream memory operation. Then the time of each of 20 launches made back to back right after a
-synchronization (5 trials), for a short kernel (2^10 elements) and a long one (2^26).
-IREE runtime flags can be given in PROFILE_FLAGS (e.g. "--cuda_use_streams=false").
+synchronization (5 trials), for a short kernel (2^10 elements) and a long one (2^26), and
+the time of each step of those launches.
+IREE runtime flags can be given in PROFILE_FLAGS (e.g. "--cuda_use_streams=false"), and how
+CUDA's context waits for the GPU in PROFILE_CTX_SCHED (spin, yield or blocking).
 """
 from __future__ import annotations
 
@@ -26,12 +28,26 @@ import iree.runtime as rt
 if os.environ.get("PROFILE_FLAGS"):
     rt.flags.parse_flags(*os.environ["PROFILE_FLAGS"].split())
 
+if os.environ.get("PROFILE_CTX_SCHED"):
+    # How CUDA's primary context (torch's and IREE's) waits for the GPU, set before either makes it.
+    import ctypes
+    cuda = ctypes.CDLL("libcuda.so.1")
+    dev = ctypes.c_int()
+    sched = {"spin": 1, "yield": 2, "blocking": 4}[os.environ["PROFILE_CTX_SCHED"]]
+    for status in (cuda.cuInit(0), cuda.cuDeviceGet(ctypes.byref(dev), 0),
+                   cuda.cuDevicePrimaryCtxSetFlags_v2(dev, sched)):
+        assert status == 0, f"CUDA error {status} setting the context's flags"
+
 import torch  # noqa: E402
 
 from triton_iree import aot, runtime  # noqa: E402
 
 
-def median_us(fn, reps=3000) -> float:
+# Timed repetitions of each step (PROFILE_REPS).
+REPS = int(os.environ.get("PROFILE_REPS", 3000))
+
+
+def median_us(fn, reps=REPS) -> float:
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -75,7 +91,7 @@ def steps(launcher: aot.Launcher, n: int) -> dict[str, float]:
         t = time.perf_counter() - t0
         order.cuda.wait(stream, flags.address + 8, flags.seq, 0)
         return t
-    r["iree_invoke_ordered"] = round(statistics.median(invoke() for _ in range(3000)) * 1e6, 2)
+    r["iree_invoke_ordered"] = round(statistics.median(invoke() for _ in range(REPS)) * 1e6, 2)
     torch.cuda.synchronize()
     r["cuda_stream_write_value"] = median_us(lambda: order.cuda.write(stream, flags.address, flags.seq, 0))
     return r
@@ -98,17 +114,106 @@ def after_sync(launcher: aot.Launcher, n: int) -> list[list[float]]:
     return trials
 
 
+def after_sync_steps(launcher: aot.Launcher, n: int) -> dict[str, list[float]]:
+    """The launches of `after_sync`, each step timed: median microseconds over 5 trials of each
+    of the 20 launches' argument checks and list, torch-side flag write, IREE's invocation, and
+    torch-side wait."""
+    k, abi = launcher.kernel, launcher.abi
+    a = (*(torch.randn(n, device="cuda") for _ in range(3)), n)
+    grid = ((n + 1023) // 1024, 1, 1)
+    launcher(*a, grid=grid[:1])
+    order, ctx, timeline = k.dev.order, k.main, k.dev.timeline
+    stream = torch.cuda.current_stream().cuda_stream
+    flags = order._flags(stream, 0)
+    names = ("arguments", "write", "invoke", "wait")
+    trials: dict[str, list[list[float]]] = {s: [] for s in names}
+    for _ in range(5):
+        torch.cuda.synchronize()
+        times = {s: [] for s in names}
+        for _ in range(20):
+            t0 = time.perf_counter()
+            spans = runtime.check_arguments(k.dev, abi, a, grid, k.name)
+            args = runtime.build_arguments(k.dev, abi, a, grid, spans)
+            flags.seq += 1
+            t1 = time.perf_counter()
+            order.cuda.write(stream, flags.address, flags.seq, 0)
+            args.push_ref(flags.view)
+            args.push_int(flags.seq)
+            t2 = time.perf_counter()
+            timeline.invoke(ctx.context, ctx.ordered, args)
+            t3 = time.perf_counter()
+            order.cuda.wait(stream, flags.address + 8, flags.seq, 0)
+            t4 = time.perf_counter()
+            for s, t in zip(names, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                times[s].append(t * 1e6)
+        for s in names:
+            trials[s].append(times[s])
+    torch.cuda.synchronize()
+    return {s: [round(statistics.median(t[i] for t in trials[s]), 1) for i in range(20)] for s in names}
+
+
+def triton_after_sync(n: int) -> list[list[float]]:
+    """`after_sync` for Triton's own launch of the same kernel (its CUDA backend)."""
+    from triton_iree.kernels import add_kernel
+    x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
+    grid = ((n + 1023) // 1024,)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
+    trials = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
+            times.append(round((time.perf_counter() - t0) * 1e6, 1))
+        trials.append(times)
+    torch.cuda.synchronize()
+    return trials
+
+
+def host_after_sync(launcher: aot.Launcher, n: int) -> list[list[float]]:
+    """A fixed piece of Python that touches no GPU (the launch's argument checks and list),
+    timed 10 times right after a synchronization that waited for 20 launches (5 trials): how
+    the host thread runs after waiting."""
+    k, abi = launcher.kernel, launcher.abi
+    a = (*(torch.randn(n, device="cuda") for _ in range(3)), n)
+    grid = ((n + 1023) // 1024, 1, 1)
+    trials = []
+    for _ in range(5):
+        for _ in range(20):
+            launcher(*a, grid=grid[:1])
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            runtime.build_arguments(k.dev, abi, a, grid, runtime.check_arguments(k.dev, abi, a, grid, k.name))
+            times.append(round((time.perf_counter() - t0) * 1e6, 1))
+        trials.append(times)
+    return trials
+
+
 def main() -> None:
+    if os.environ.get("PROFILE_WATCHDOG"):   # every thread's stack, and exit, if it hangs
+        import faulthandler
+        faulthandler.dump_traceback_later(float(os.environ["PROFILE_WATCHDOG"]), exit=True)
     pack = Path(sys.argv[1])
     entry = json.loads((pack / "manifest.json").read_text())["vector_add_67108864"]
     sig = {k: v for k, v in entry["signature"].items() if v != "constexpr"}
-    print(f"device: {torch.cuda.get_device_name()}; flags: {os.environ.get('PROFILE_FLAGS', '')}")
+    print(f"device: {torch.cuda.get_device_name()}; flags: {os.environ.get('PROFILE_FLAGS', '')}; "
+          f"context: {os.environ.get('PROFILE_CTX_SCHED', 'default')}")
+    for n in (1 << 10, 1 << 26):
+        print("triton", f"20 launches of {n} elements after a synchronization, us:",
+              json.dumps(triton_after_sync(n)), flush=True)
     for mode in ("codegen", "native"):
         launcher = aot.Launcher((pack / entry[mode]).read_bytes(), entry["kernel"], sig, "cuda")
         print(mode, json.dumps(steps(launcher, 1 << 20)), flush=True)
         for n in (1 << 10, 1 << 26):
             print(mode, f"20 launches of {n} elements after a synchronization, us:",
                   json.dumps(after_sync(launcher, n)), flush=True)
+            print(mode, f"each step of those launches ({n} elements), median us of 5 trials:",
+                  json.dumps(after_sync_steps(launcher, n)), flush=True)
+            print(mode, f"argument checks and list right after a synchronization ({n} elements), us:",
+                  json.dumps(host_after_sync(launcher, n)), flush=True)
 
 
 if __name__ == "__main__":
