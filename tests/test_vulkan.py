@@ -616,13 +616,16 @@ def test_fp16_arithmetic_and_a_sum_per_program(n):
 LAYER_NORM_SIG = "X=*fp32,Y=*fp32,W=*fp32,B=*fp32,Mean=*fp32,Rstd=*fp32,stride=i32,N=i32,eps=fp32"
 
 
-@pytest.mark.parametrize("m,n", [(1, 1), (3, 300), (5, 1000), (2, 256)])
-def test_layer_norm(m, n):
+@pytest.mark.parametrize("block", [256, 1024])
+@pytest.mark.parametrize("m,n", [(1, 1), (3, 300), (5, 1000), (2, 256), (3, 2049)])
+def test_layer_norm(m, n, block):
     """256-element blocks in kernel loops, a sum to a scalar after each, by combining neighbours
     (`spirv.pairwise_reductions`). (IREE's own configuration of these blocks failed in
     iree-compile: 'failed to legalize operation', vector<256xf32> ops; one thread per workgroup
-    ran at 0.01 of Triton's speed on CUDA.)"""
-    run = launcher(K.layer_norm_fwd_kernel, LAYER_NORM_SIG, {"BLOCK_SIZE": 256})
+    ran at 0.01 of Triton's speed on CUDA.) Blocks of 1024 took 44 KiB of workgroup memory, more
+    than lavapipe's 32 KiB, while each tile had its own; tiles used one after another now share
+    it (`spirv_memory`), and they run."""
+    run = launcher(K.layer_norm_fwd_kernel, LAYER_NORM_SIG, {"BLOCK_SIZE": block})
     x, w, b = torch.randn(m, n) * 3 + 1, torch.randn(n), torch.randn(n)
     y, ywhole = padded((m, n))
     mean, mwhole = padded((m,))

@@ -97,21 +97,26 @@ def steps(launcher: aot.Launcher, n: int) -> dict[str, float]:
     return r
 
 
-def after_sync(launcher: aot.Launcher, n: int) -> list[list[float]]:
-    a = (*(torch.randn(n, device="cuda") for _ in range(3)), n)
-    grid = ((n + 1023) // 1024,)
-    launcher(*a, grid=grid)
+def timed_after_sync(launch) -> list[list[float]]:
+    """Microseconds of each of 20 calls of `launch` made back to back right after a
+    synchronization (5 trials), after a first call."""
+    launch()
     trials = []
     for _ in range(5):
         torch.cuda.synchronize()
         times = []
         for _ in range(20):
             t0 = time.perf_counter()
-            launcher(*a, grid=grid)
+            launch()
             times.append(round((time.perf_counter() - t0) * 1e6, 1))
         trials.append(times)
     torch.cuda.synchronize()
     return trials
+
+
+def after_sync(launcher: aot.Launcher, n: int) -> list[list[float]]:
+    a = (*(torch.randn(n, device="cuda") for _ in range(3)), n)
+    return timed_after_sync(lambda: launcher(*a, grid=((n + 1023) // 1024,)))
 
 
 def after_sync_steps(launcher: aot.Launcher, n: int) -> dict[str, list[float]]:
@@ -156,19 +161,7 @@ def triton_after_sync(n: int) -> list[list[float]]:
     """`after_sync` for Triton's own launch of the same kernel (its CUDA backend)."""
     from triton_iree.kernels import add_kernel
     x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
-    grid = ((n + 1023) // 1024,)
-    add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
-    trials = []
-    for _ in range(5):
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(20):
-            t0 = time.perf_counter()
-            add_kernel[grid](x, y, out, n, BLOCK_SIZE=1024)
-            times.append(round((time.perf_counter() - t0) * 1e6, 1))
-        trials.append(times)
-    torch.cuda.synchronize()
-    return trials
+    return timed_after_sync(lambda: add_kernel[((n + 1023) // 1024,)](x, y, out, n, BLOCK_SIZE=1024))
 
 
 def host_after_sync(launcher: aot.Launcher, n: int) -> list[list[float]]:

@@ -158,7 +158,19 @@ def build(module_text: str, target: Target, *, name: str = "kernel", extra: tupl
     log.info("iree-compile %s for %s", name, target.name)
     progress = _announce_after(PROGRESS_AFTER_S - (time.perf_counter() - started), name, target)
     try:
-        vmfb, usage = _run_iree_compile(module_text, target, name, extra)
+        try:
+            vmfb, usage = _run_iree_compile(module_text, target, name, extra)
+        except ResourceLimitError as refused:
+            # IREE counts each tile's workgroup memory apart; the target's rewrite shares it
+            # between tiles used one after another and checks its limit on the shared total.
+            relaxed = None if target.is_cpu else target.relaxed_module(module_text)
+            if relaxed is None:
+                raise
+            dump_module(dump_dir or f"{name}/{key[:SPEC_DIGITS]}", name, relaxed, target, extra)
+            try:
+                vmfb, usage = _run_iree_compile(relaxed, target, name, extra)
+            except ResourceLimitError as e:
+                raise (e if e.limit == refused.limit else refused) from None
     finally:
         if progress is not None:
             progress.cancel()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Optional
 
 from ..errors import LaunchError
 
@@ -88,6 +88,11 @@ class Target(abc.ABC):
         triton-iree makes, the lowering's or native mode's) with what the target's runtime needs
         besides; unchanged by default."""
         return module_text
+
+    def relaxed_module(self, module_text: str) -> Optional[str]:
+        """The module for a second try after IREE refused its tiles' workgroup memory (a GPU
+        target whose `rewrite_executables` checks the real limit itself); None for no second try."""
+        return None
 
     # A rewrite of the module's executables after IREE's code generation and before it
     # serializes them (`rewrite_executables`); its name is part of each module's cache key. ""

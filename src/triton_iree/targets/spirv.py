@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar, Optional
 
 from .. import f32_fmod, f64_exp_log, float_bits, tile as t
-from ..errors import CompileError
+from ..errors import CompileError, ResourceLimitError
 from .base import COPIED
 from .gpu import ROW_VECTOR, Gpu, GpuTiling, drop_shortcuts
+from .spirv_memory import ops_named, share_workgroup_memory
 
 if TYPE_CHECKING:
     from ..lowering.options import EmitOptions
@@ -51,15 +52,31 @@ VECTOR_MATMUL_ARCHES = ("llvmpipe", "ampere")
 # `--iree-vulkan-target=ampere` with it, so that IREE's check of each dispatch's workgroup memory
 # refuses more (ResourceLimitError).
 NVIDIA_VULKAN_WORKGROUP_MEMORY = 96 * 1024
-_AMPERE_DEVICE = (
-    '#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
-    '{iree_codegen.target_info = #iree_gpu.target<arch = "sm_80", features = "spirv:v1.6,cap:Shader", '
-    'wgp = <compute = fp64|fp32|fp16|int64|int32|int16|int8, storage = b64|b32|b16|b8, '
-    'subgroup = shuffle|arithmetic, dot = dp4xi8toi32, mma = [<NV_MMA_SYNC_F32_16x8x16_F16>, '
-    '<NV_MMA_SYNC_F16_16x8x16_F16>, <NV_MMA_SYNC_F32_16x8x16_BF16>, <NV_WMMA_F32_16x16x16_F16>, '
-    '<NV_WMMA_F16_16x16x16_F16>], subgroup_size_choices = [32], max_workgroup_sizes = [1024, 1024, 1024], '
-    'max_thread_count_per_workgroup = 1024, max_workgroup_memory_bytes = %d, '
-    'max_workgroup_counts = [2147483647, 65535, 65535]>>}>]>' % NVIDIA_VULKAN_WORKGROUP_MEMORY)
+# IREE's target for each arch whose module names its own (`Vulkan.device_target`), as
+# `--iree-vulkan-target=<arch>` makes it but for its workgroup memory (the %d).
+_IREE_TARGETS = {
+    "ampere": (
+        '#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
+        '{iree_codegen.target_info = #iree_gpu.target<arch = "sm_80", features = "spirv:v1.6,cap:Shader", '
+        'wgp = <compute = fp64|fp32|fp16|int64|int32|int16|int8, storage = b64|b32|b16|b8, '
+        'subgroup = shuffle|arithmetic, dot = dp4xi8toi32, mma = [<NV_MMA_SYNC_F32_16x8x16_F16>, '
+        '<NV_MMA_SYNC_F16_16x8x16_F16>, <NV_MMA_SYNC_F32_16x8x16_BF16>, <NV_WMMA_F32_16x16x16_F16>, '
+        '<NV_WMMA_F16_16x16x16_F16>], subgroup_size_choices = [32], max_workgroup_sizes = [1024, 1024, 1024], '
+        'max_thread_count_per_workgroup = 1024, max_workgroup_memory_bytes = %d, '
+        'max_workgroup_counts = [2147483647, 65535, 65535]>>}>]>'),
+    "llvmpipe": (
+        '#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
+        '{iree_codegen.target_info = #iree_gpu.target<arch = "llvmpipe", features = "spirv:v1.6,cap:Shader,'
+        'cap:PhysicalStorageBufferAddresses,cap:PhysicalStorageBuffer64,cap:Int64,cap:Float64", '
+        'wgp = <compute = fp64|fp32|fp16|int64|int32|int16|int8, storage = b64|b32|b16|b8, '
+        'subgroup = shuffle|arithmetic, dot = dp4xi8toi32, subgroup_size_choices = [8], '
+        'max_workgroup_sizes = [1024, 1024, 1024], max_thread_count_per_workgroup = 1024, '
+        'max_workgroup_memory_bytes = %d, max_workgroup_counts = [65535, 65535, 65535]>>}>]>'),
+}
+# The workgroup memory IREE's check of each dispatch allows on the second try of a program whose
+# tiles it refused (`Vulkan.relaxed_module`): tiles then share memory (`spirv_memory`), and
+# `Vulkan.rewrite_executables` checks the arch's own limit.
+RELAXED_WORKGROUP_MEMORY = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -358,7 +375,7 @@ class Vulkan(Gpu):
     # SPIR-V has no vectors wider than 4 elements: tiles cross control flow as tensors, and
     # 2-D tiles are loaded by rows rather than through a slab's 2-D view.
     narrow_vectors: ClassVar[bool] = True
-    executable_rewrite: ClassVar[str] = "no_contraction"   # `rewrite_executables`
+    executable_rewrite: ClassVar[str] = "no_contraction, shared workgroup memory"   # `rewrite_executables`
     # Each gathered tile takes workgroup memory of its own on SPIR-V: grouped steps of a sort
     # would take more, a loop takes one tile a merge.
     sort_loops: ClassVar[bool] = True
@@ -375,9 +392,26 @@ class Vulkan(Gpu):
 
     @property
     def device_target(self) -> Optional[str]:
-        """The device target the module names (`EmitOptions.device_target`): for `ampere`, IREE's
-        with NVIDIA_VULKAN_WORKGROUP_MEMORY; None (iree-compile's, from `flags`) otherwise."""
-        return _AMPERE_DEVICE if self.arch == "ampere" else None
+        """The device target the module names (`EmitOptions.device_target`): for `ampere` and
+        `llvmpipe`, IREE's with `workgroup_memory` (for `ampere` NVIDIA_VULKAN_WORKGROUP_MEMORY,
+        not CUDA's); None (iree-compile's, from `flags`) otherwise."""
+        template = _IREE_TARGETS.get(self.arch)
+        return template % self.workgroup_memory if template else None
+
+    def relaxed_module(self, module_text: str) -> Optional[str]:
+        """`module_text` naming the arch's target with RELAXED_WORKGROUP_MEMORY, for a second
+        try after IREE refused its tiles' workgroup memory (`compile.build`): IREE counts every
+        tile's memory apart, and tiles used one after another share it once its code generation
+        is done (`rewrite_executables`). None for arches whose module does not name its target."""
+        template = _IREE_TARGETS.get(self.arch)
+        if template is None:
+            return None
+        from iree.compiler import ir
+        with ir.Context():
+            module = ir.Module.parse(module_text)
+            module.operation.attributes["hal.device.targets"] = ir.Attribute.parse(
+                f"[{template % RELAXED_WORKGROUP_MEMORY} : !hal.device]")
+            return module.operation.get_asm(enable_debug_info=True, use_local_scope=True, assume_verified=True)
 
     def tiling(self, num_warps: int) -> SpirvTiling:
         return SpirvTiling(num_warps=num_warps, subgroup_size=32, narrow_vectors=self.narrow_vectors,
@@ -406,8 +440,9 @@ class Vulkan(Gpu):
         sin's argument reduction was 0 for every x (sin(0.5) gave 3e-45), and two-sums and
         Dekker's products, on which the f64 functions' reductions rely, lose their low parts.
         With it each such op is rounded on its own, and none is fused into a multiply-add
-        (IREE's explicit ones, a matmul's, stay fused). The module is read and written with
-        MLIR's Python bindings."""
+        (IREE's explicit ones, a matmul's, stay fused). Then tiles used one after another share
+        workgroup memory (`_share_workgroup_memory`). The module is read and written with MLIR's
+        Python bindings."""
         from iree.compiler import ir
 
         def mark(op) -> None:
@@ -425,7 +460,29 @@ class Vulkan(Gpu):
                 raise CompileError(f"the SPIR-V executables could not be read to mark their float ops "
                                    f"no_contraction: {e}") from None
             mark(module.operation)
+            self._share_workgroup_memory(module)
             return str(module)
+
+    def _share_workgroup_memory(self, module) -> None:
+        """Tiles used one after another share workgroup memory (`spirv_memory`). A module
+        compiled for RELAXED_WORKGROUP_MEMORY (`relaxed_module`) must then fit the arch's own
+        limit, or it is refused as IREE refuses a dispatch over the limit."""
+        from iree.compiler.dialects import iree_gpu
+        shared = share_workgroup_memory(module)
+        if not any(iree_gpu.TargetInfo.get_gpu_target_info(v.attributes["target"]).max_workgroup_memory_bytes
+                   == RELAXED_WORKGROUP_MEMORY for v in ops_named(module.operation, "hal.executable.variant")):
+            return
+        limit = self.workgroup_memory
+        for name, (before, after) in shared.items():
+            if after is None:
+                raise CompileError(f"the workgroup memory of '{name}' could not be counted, and IREE had refused "
+                                   f"it ({before} bytes before tiles shared it) for {self.name} ({self.arch})")
+            if after > limit:
+                raise ResourceLimitError(
+                    f"the kernel's tiles need {after} bytes of workgroup memory in one program (tiles used one "
+                    f"after another sharing it), more than the {limit} bytes {self.name} ({self.arch}) has: use "
+                    f"smaller block sizes (the tl.constexpr arguments that set the tiles' shapes)",
+                    needed=after, limit=limit)
 
     def prepare(self, kernel: t.Kernel) -> None:
         # f32 sin, cos and tan: each element's general argument reduction (no tile-wide test).
