@@ -169,8 +169,9 @@ def build(module_text: str, target: Target, *, name: str = "kernel", extra: tupl
             dump_module(dump_dir or f"{name}/{key[:SPEC_DIGITS]}", name, relaxed, target, extra)
             try:
                 vmfb, usage = _run_iree_compile(relaxed, target, name, extra)
-            except ResourceLimitError as e:
-                raise (e if e.limit == refused.limit else refused) from None
+            except CompileError as e:
+                # The rewrite's refusal at the target's own limit; otherwise IREE's first one.
+                raise (e if isinstance(e, ResourceLimitError) and e.limit == refused.limit else refused) from None
     finally:
         if progress is not None:
             progress.cancel()
