@@ -74,3 +74,16 @@ def test_only_variables_of_one_type_share():
     sizes, text = share(module([store("a"), BARRIER + "\n", store("b", SMALL)], {"a": ARRAY, "b": SMALL}))
     assert sizes == {"f": (384, 384)}
     assert text.count("spirv.GlobalVariable") == 2
+
+
+@pytest.mark.parametrize("kind,size", [
+    ("f32", 4), ("vector<4xf16>", 8), ("!spirv.array<1024 x f32>", 4096),
+    ("!spirv.array<8 x vector<4xf32>, stride=32>", 256), ("!spirv.struct<(!spirv.array<64 x i64>)>", 512),
+    ("!spirv.struct<(!spirv.array<3 x !spirv.array<5 x f16>>)>", 30), ("!spirv.struct<(f32, f32)>", None),
+    ("!spirv.rtarray<f32>", None),
+])
+def test_a_variables_size_is_read_from_its_type_or_not_at_all(kind, size):
+    """The sizes the limit is checked with (`Vulkan.rewrite_executables`, after a second try):
+    a type it cannot size exactly gives None, and the module is refused rather than guessed."""
+    from triton_iree.targets.spirv_memory import _bytes
+    assert _bytes(kind) == size
