@@ -3,14 +3,14 @@ machine with an NVIDIA GPU, with the vector add module of a pack (`pack.py`).
 
     python benchmarks/gpu/launch_profile.py PACK
 
-Prints, for native mode and code generation, the median microseconds (of 3000, or PROFILE_REPS) of the whole
-launch and of each step: the argument checks, building IREE's argument list, one cached import,
-the DLPack path's steps (a strided view, its capsule, IREE's import: what each tensor cost every
-launch before views were kept, and still costs where IREE's import has no element type), torch's
-current stream as an object and as a handle, IREE's invocation of the ordered function, one CUDA
-stream memory operation. Then the time of each of 20 launches made back to back right after a
-synchronization (5 trials), for a short kernel (2^10 elements) and a long one (2^26), and
-the time of each step of those launches.
+Prints, for native mode and code generation, the median microseconds (of 3000, or PROFILE_REPS)
+of the whole launch and of each step: the argument checks, building IREE's argument list, one
+cached import, the DLPack path's steps (a strided view, its capsule, IREE's import: what each
+tensor cost every launch before views were kept, and still costs where IREE's import has no
+element type), torch's current stream as an object and as a handle, IREE's invocation of the
+ordered function, one CUDA stream memory operation. Then the time of each of 20 launches made
+back to back right after a synchronization (5 trials), for a short kernel (2^10 elements) and a
+long one (2^26), and the time of each step of those launches.
 IREE runtime flags can be given in PROFILE_FLAGS (e.g. "--cuda_use_streams=false"), and how
 CUDA's context waits for the GPU in PROFILE_CTX_SCHED (spin, yield or blocking).
 """
@@ -76,25 +76,41 @@ def steps(launcher: aot.Launcher, n: int) -> dict[str, float]:
     r["torch_current_stream_object"] = median_us(lambda: torch.cuda.current_stream())
     r["torch_current_stream_handle"] = median_us(
         lambda: torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice()))
-    order, ctx, timeline = k.dev.order, k.main, k.dev.timeline
-    stream = torch.cuda.current_stream().cuda_stream
-    flags = order._flags(stream, 0)
+    launch = OrderedSteps(launcher, args, grid)
+    r["iree_invoke_ordered"] = round(statistics.median(launch()[2] for _ in range(REPS)), 2)
+    torch.cuda.synchronize()
+    order, flags = launch.order, launch.flags
+    r["cuda_stream_write_value"] = median_us(lambda: order.cuda.write(launch.stream, flags.address, flags.seq, 0))
+    return r
 
-    def invoke() -> float:
-        a = runtime.build_arguments(k.dev, abi, args, grid, spans)
+
+class OrderedSteps:
+    """A launch of `launcher`'s ordered function taken apart as `StreamOrder.launch` makes it:
+    a call returns the microseconds of its argument checks and list, of the flag write on
+    torch's stream, of IREE's invocation and of the wait on torch's stream."""
+
+    def __init__(self, launcher: aot.Launcher, args, grid):
+        self.k, self.abi, self.args, self.grid = launcher.kernel, launcher.abi, args, grid
+        self.order = self.k.dev.order
+        self.stream = torch.cuda.current_stream().cuda_stream
+        self.flags = self.order._flags(self.stream, 0)
+
+    def __call__(self) -> tuple[float, float, float, float]:
+        k, flags, cuda = self.k, self.flags, self.order.cuda
+        t0 = time.perf_counter()
+        spans = runtime.check_arguments(k.dev, self.abi, self.args, self.grid, k.name)
+        a = runtime.build_arguments(k.dev, self.abi, self.args, self.grid, spans)
         flags.seq += 1
-        order.cuda.write(stream, flags.address, flags.seq, 0)
+        t1 = time.perf_counter()
+        cuda.write(self.stream, flags.address, flags.seq, 0)
         a.push_ref(flags.view)
         a.push_int(flags.seq)
-        t0 = time.perf_counter()
-        timeline.invoke(ctx.context, ctx.ordered, a)
-        t = time.perf_counter() - t0
-        order.cuda.wait(stream, flags.address + 8, flags.seq, 0)
-        return t
-    r["iree_invoke_ordered"] = round(statistics.median(invoke() for _ in range(REPS)) * 1e6, 2)
-    torch.cuda.synchronize()
-    r["cuda_stream_write_value"] = median_us(lambda: order.cuda.write(stream, flags.address, flags.seq, 0))
-    return r
+        t2 = time.perf_counter()
+        k.dev.timeline.invoke(k.main.context, k.main.ordered, a)
+        t3 = time.perf_counter()
+        cuda.wait(self.stream, flags.address + 8, flags.seq, 0)
+        t4 = time.perf_counter()
+        return tuple((b - e) * 1e6 for e, b in ((t0, t1), (t1, t2), (t2, t3), (t3, t4)))
 
 
 def timed_after_sync(launch) -> list[list[float]]:
@@ -123,36 +139,17 @@ def after_sync_steps(launcher: aot.Launcher, n: int) -> dict[str, list[float]]:
     """The launches of `after_sync`, each step timed: median microseconds over 5 trials of each
     of the 20 launches' argument checks and list, torch-side flag write, IREE's invocation, and
     torch-side wait."""
-    k, abi = launcher.kernel, launcher.abi
     a = (*(torch.randn(n, device="cuda") for _ in range(3)), n)
     grid = ((n + 1023) // 1024, 1, 1)
     launcher(*a, grid=grid[:1])
-    order, ctx, timeline = k.dev.order, k.main, k.dev.timeline
-    stream = torch.cuda.current_stream().cuda_stream
-    flags = order._flags(stream, 0)
+    launch = OrderedSteps(launcher, a, grid)
     names = ("arguments", "write", "invoke", "wait")
     trials: dict[str, list[list[float]]] = {s: [] for s in names}
     for _ in range(5):
         torch.cuda.synchronize()
-        times = {s: [] for s in names}
-        for _ in range(20):
-            t0 = time.perf_counter()
-            spans = runtime.check_arguments(k.dev, abi, a, grid, k.name)
-            args = runtime.build_arguments(k.dev, abi, a, grid, spans)
-            flags.seq += 1
-            t1 = time.perf_counter()
-            order.cuda.write(stream, flags.address, flags.seq, 0)
-            args.push_ref(flags.view)
-            args.push_int(flags.seq)
-            t2 = time.perf_counter()
-            timeline.invoke(ctx.context, ctx.ordered, args)
-            t3 = time.perf_counter()
-            order.cuda.wait(stream, flags.address + 8, flags.seq, 0)
-            t4 = time.perf_counter()
-            for s, t in zip(names, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-                times[s].append(t * 1e6)
-        for s in names:
-            trials[s].append(times[s])
+        times = [launch() for _ in range(20)]
+        for s, column in zip(names, zip(*times)):
+            trials[s].append(list(column))
     torch.cuda.synchronize()
     return {s: [round(statistics.median(t[i] for t in trials[s]), 1) for i in range(20)] for s in names}
 

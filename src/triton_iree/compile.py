@@ -163,7 +163,7 @@ def build(module_text: str, target: Target, *, name: str = "kernel", extra: tupl
         except ResourceLimitError as refused:
             # IREE counts each tile's workgroup memory apart; the target's rewrite shares it
             # between tiles used one after another and checks its limit on the shared total.
-            relaxed = None if target.is_cpu else target.relaxed_module(module_text)
+            relaxed = target.relaxed_module(module_text)
             if relaxed is None:
                 raise
             dump_module(dump_dir or f"{name}/{key[:SPEC_DIGITS]}", name, relaxed, target, extra)

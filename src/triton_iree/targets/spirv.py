@@ -473,10 +473,10 @@ class Vulkan(Gpu):
                    == RELAXED_WORKGROUP_MEMORY for v in ops_named(module.operation, "hal.executable.variant")):
             return
         limit = self.workgroup_memory
-        for name, (before, after) in shared.items():
+        for name, (_, after) in shared.items():
             if after is None:
-                raise CompileError(f"the workgroup memory of '{name}' could not be counted, and IREE had refused "
-                                   f"it ({before} bytes before tiles shared it) for {self.name} ({self.arch})")
+                raise CompileError(f"the workgroup memory of '{name}', which IREE refused for {self.name} "
+                                   f"({self.arch}), could not be counted: a variable's type has no size known here")
             if after > limit:
                 raise ResourceLimitError(
                     f"the kernel's tiles need {after} bytes of workgroup memory in one program (tiles used one "

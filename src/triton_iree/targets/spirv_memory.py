@@ -75,16 +75,16 @@ def _share_in(spirv_module) -> dict[str, tuple[Optional[int], Optional[int]]]:
             users[name] = users.get(name, 0) + 1
     merged: dict[str, str] = {}   # variable -> the one whose memory it takes
     for ranges, barriers in uses:
-        slots: list[list] = []   # [variable, type, last access]
+        slots: list[list] = []   # [variable, the last access to its memory]
         for name, span in sorted(((n, s) for n, s in ranges.items() if s is not None and users[n] == 1),
                                  key=lambda item: item[1]):
             first, last = span
             for slot in slots:
-                if slot[1] == variables[name] and any(slot[2] < b < first for b in barriers):
-                    merged[name], slot[2] = slot[0], last
+                if variables[slot[0]] == variables[name] and any(slot[1] < b < first for b in barriers):
+                    merged[name], slot[1] = slot[0], last
                     break
             else:
-                slots.append([name, variables[name], last])
+                slots.append([name, last])
     if merged:
         _rename(spirv_module, body, merged)
     return {ir.StringAttr(f.attributes["sym_name"]).value:
