@@ -177,6 +177,49 @@ def test_launches_on_other_streams_follow_their_own_stream(add):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
+def _item_builds(monkeypatch) -> list[int]:
+    """One entry per launch from now on that builds its items (one that reuses none)."""
+    from triton_iree import runtime
+    built, real = [], runtime.argument_items
+    monkeypatch.setattr(runtime, "argument_items", lambda *a: built.append(1) or real(*a))
+    return built
+
+
+@gpu
+def test_a_repeated_launch_reuses_its_items_and_reads_the_tensors_it_is_given(add, monkeypatch):
+    n = 5003
+    grid = ((n + 1023) // 1024,)
+    x, y, out = torch.rand(n, device="cuda"), torch.rand(n, device="cuda"), torch.zeros(n, device="cuda")
+    add(x, y, out, n, grid=grid)
+    built = _item_builds(monkeypatch)
+    for i in range(3):
+        x.fill_(float(i))
+        out.zero_()
+        add(x, y, out, n, grid=grid)
+        torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    assert built == []
+    out.zero_()
+    add(x, y, out, n - 1, grid=grid)                # another scalar: new items
+    assert built == [1] and torch.equal(out[:-1], (x + y)[:-1]) and out[-1] == 0
+    add(x[1:], y[1:], out[1:], n - 1, grid=grid)    # other offsets in the same storages
+    assert built == [1, 1] and torch.equal(out[1:], (x + y)[1:]) and out[0] == 0
+    with pytest.raises(Exception, match="is on cpu"):   # refused on the full path, as before
+        add(x.cpu(), y, out, n, grid=grid)
+
+
+@gpu
+def test_new_tensors_in_the_freed_memory_of_old_ones_see_their_own_data(add):
+    # Likely the same addresses each time (torch's caching allocator): the kept items are views
+    # of the memory, and each launch reads and writes the tensors it is given.
+    n = 3001
+    for i in range(20):
+        x, y, out = (torch.full((n,), float(i), device="cuda"), torch.ones(n, device="cuda"),
+                     torch.zeros(n, device="cuda"))
+        add(x, y, out, n, grid=((n + 1023) // 1024,))
+        assert torch.equal(out, torch.full((n,), i + 1.0, device="cuda")), i
+        del x, y, out
+
+
 @gpu
 def test_jit_launches_are_ordered_too():
     import triton

@@ -149,7 +149,7 @@ def test_an_invalid_module_is_reported_as_ours_before_iree_compile(monkeypatch):
 
 
 def test_host_function_takes_the_arguments_in_declaration_order():
-    """The runtime passes the arguments in the kernel's order (`runtime.build_arguments`), a
+    """The runtime passes the arguments in the kernel's order (`arguments.build_arguments`), a
     scalar between two buffers included; the dispatch still passes bindings first."""
     text = native.module(_kernel())
     head = next(line for line in text.splitlines() if "func.func @k(" in line)

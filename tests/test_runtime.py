@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 from torch.profiler import ProfilerActivity, profile
 
-from triton_iree import abi, runtime, targets
+from triton_iree import abi, arguments, runtime, targets
 from triton_iree.errors import LaunchError
 
 
@@ -63,7 +63,7 @@ def test_launch_imports_the_tensors_own_memory_and_allocates_nothing(monkeypatch
     for driver in ("local-task", runtime.INLINE_DRIVER):
         dev = runtime.get_device(driver)
         monkeypatch.setattr(dev, "device", _RecordingDevice(dev.device, imports))
-    monkeypatch.setattr(runtime, "_views", {})
+    monkeypatch.setattr(arguments, "_views", {})
     base = torch.rand(n + 40)
     x, y = base[5:5 + n], torch.rand(n)            # x with a storage offset
     out = torch.full((n,), -1.0)
@@ -77,8 +77,8 @@ def test_launch_imports_the_tensors_own_memory_and_allocates_nothing(monkeypatch
     assert len(imports) == 3, imports
     for t, (addr, nbytes) in zip((x, y, out), imports):
         lo, hi = _storage_range(t)
-        assert lo <= addr <= t.data_ptr() and t.data_ptr() - addr < runtime.IMPORT_ALIGNMENT
-        assert addr % runtime.IMPORT_ALIGNMENT == 0 and addr + nbytes == hi
+        assert lo <= addr <= t.data_ptr() and t.data_ptr() - addr < arguments.IMPORT_ALIGNMENT
+        assert addr % arguments.IMPORT_ALIGNMENT == 0 and addr + nbytes == hi
 
 
 def test_the_measurements_see_a_copy(monkeypatch):
@@ -87,11 +87,11 @@ def test_the_measurements_see_a_copy(monkeypatch):
     imports = []
     dev = runtime.get_device(runtime.INLINE_DRIVER)
     monkeypatch.setattr(dev, "device", _RecordingDevice(dev.device, imports))
-    monkeypatch.setattr(runtime, "_views", {})
+    monkeypatch.setattr(arguments, "_views", {})
     x = torch.rand(333)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         c = x.clone()
-        runtime.import_tensor(dev, c, "f32")
+        arguments.import_tensor(dev, c, "f32")
     assert sum(max(e.cpu_memory_usage, 0) for e in prof.events()) >= 333 * 4
     assert imports and imports[0][0] + imports[0][1] != _storage_range(x)[1]
 
@@ -99,22 +99,25 @@ def test_the_measurements_see_a_copy(monkeypatch):
 def test_flat_view_covers_the_storage_from_an_aligned_base():
     base = torch.zeros(1000)
     t = base[37:500]
-    view, lead = runtime.flat_view(t)
-    assert view.data_ptr() % runtime.IMPORT_ALIGNMENT == 0
+    view, lead = arguments.flat_view(t)
+    assert view.data_ptr() % arguments.IMPORT_ALIGNMENT == 0
     assert view.data_ptr() + lead * 4 == t.data_ptr()
     assert view.data_ptr() + view.numel() * 4 == base.data_ptr() + base.numel() * 4
 
 
 class _DeviceTensor:
-    """The parts of a GPU tensor that `import_span` reads: f32 elements at `ptr`, `offset`
-    elements into a storage of `nbytes` bytes."""
+    """The parts of a GPU tensor that `import_span` and `launch_key` read: f32 elements at `ptr`,
+    `offset` elements into a storage of `nbytes` bytes, on GPU `device`."""
     is_cpu = False
 
-    def __init__(self, ptr, offset, nbytes):
-        self.ptr, self.offset, self.nbytes = ptr, offset, nbytes
+    def __init__(self, ptr, offset, nbytes, device=0):
+        self.ptr, self.offset, self.nbytes, self.device = ptr, offset, nbytes, device
 
     def element_size(self):
         return 4
+
+    def get_device(self):
+        return self.device
 
     def data_ptr(self):
         return self.ptr
@@ -131,18 +134,18 @@ def test_import_span_covers_the_storage_before_the_first_element():
     # Host memory: from the aligned address at or before the storage's start.
     base = torch.zeros(1000)
     t = base[999:]
-    start, nbytes, lead = runtime.import_span(t)
+    start, nbytes, lead = arguments.import_span(t)
     assert start <= base.data_ptr() < start + 64 and start % 64 == 0
     assert start + nbytes == base.data_ptr() + 4000 and start + 4 * lead == t.data_ptr()
-    view, lead = runtime.flat_view(base[37:500])
+    view, lead = arguments.flat_view(base[37:500])
     assert view.data_ptr() == base.data_ptr() and lead == 37
     # Device memory cannot be imported from before its storage: from its first aligned address.
     s0 = 1 << 20
-    assert runtime.import_span(_DeviceTensor(s0 + 4 * 999, 999, 4000)) == (s0, 4000, 999)
-    assert runtime.import_span(_DeviceTensor(s0 + 16 + 4 * 999, 999, 4000)) == (s0 + 64, 4000 - 48, 999 - 12)
+    assert arguments.import_span(_DeviceTensor(s0 + 4 * 999, 999, 4000)) == (s0, 4000, 999)
+    assert arguments.import_span(_DeviceTensor(s0 + 16 + 4 * 999, 999, 4000)) == (s0 + 64, 4000 - 48, 999 - 12)
     # ... or, where the first element comes before that, the aligned address before it (which
     # flat_view refuses).
-    assert runtime.import_span(_DeviceTensor(s0 + 16 + 4 * 3, 3, 400)) == (s0, 400 + 16, 7)
+    assert arguments.import_span(_DeviceTensor(s0 + 16 + 4 * 3, 3, 400)) == (s0, 400 + 16, 7)
 
 
 def _mapped_address(bv):
@@ -159,8 +162,8 @@ def test_device_memory_import_path_is_zero_copy_and_runs():
     x, y = base[16:], torch.rand(1000)
     out = torch.full((1000,), -1.0)
     for t in (x, y, out):
-        bv = runtime.import_tensor(dl, t, "f32")
-        view, lead = runtime.flat_view(t)
+        bv = arguments.import_tensor(dl, t, "f32")
+        view, lead = arguments.flat_view(t)
         assert _mapped_address(bv) == view.data_ptr() == t.data_ptr() - 4 * lead
         assert bv.shape == [view.numel()]
     n, block = out.numel(), 256
@@ -171,8 +174,8 @@ def test_device_memory_import_path_is_zero_copy_and_runs():
                                   dict(x_ptr="*fp32", y_ptr="*fp32", out_ptr="*fp32", n="i32"), "axpy")
     out.fill_(-1.0)
     values, grid = (x, y, out, n), (triton.cdiv(n, block), 1, 1)
-    spans = runtime.check_arguments(dev, kernel_abi, values, grid, "axpy")   # dl's would refuse CPU tensors
-    loaded._invoke(loaded.main, runtime.build_arguments(dl, kernel_abi, values, grid, spans))
+    spans = arguments.check_arguments(dev, kernel_abi, values, grid, "axpy")   # dl's would refuse CPU tensors
+    loaded._invoke(loaded.main, arguments.build_arguments(dl, kernel_abi, values, grid, spans))
     assert torch.equal(out, 2 * x + y)
 
 
@@ -181,22 +184,22 @@ def test_device_memory_views_hold_no_reference_and_are_reused(monkeypatch):
     # later tensor over the same memory gets the same view.
     dev = runtime.get_device("local-task")
     dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64, dev.timeline)
-    monkeypatch.setattr(runtime, "_views", {})
+    monkeypatch.setattr(arguments, "_views", {})
     base = torch.rand(4096 + 16)
     t = base[16:]
-    bv = runtime.import_tensor(dl, t, "f32")
+    bv = arguments.import_tensor(dl, t, "f32")
     ref = weakref.ref(t)
     del t
     gc.collect()
     assert ref() is None
-    assert runtime.import_tensor(dl, base[16:], "f32") is bv
-    assert runtime.import_tensor(dl, base[16:], "i32") is not bv   # another element type
+    assert arguments.import_tensor(dl, base[16:], "f32") is bv
+    assert arguments.import_tensor(dl, base[16:], "i32") is not bv   # another element type
     assert _mapped_address(bv) == base.data_ptr()
     # A tensor whose first element lies before the storage's first aligned address is refused,
     # as memory before its storage is not the tensor's.
     odd = torch.from_numpy(_at_alignment(1000, np.float32, 4))   # its storage starts 4 bytes past
     with pytest.raises(LaunchError, match="storage does not start 64-byte aligned"):
-        runtime.import_tensor(dl, odd[1:], "f32")
+        arguments.import_tensor(dl, odd[1:], "f32")
 
 
 def _at_alignment(n, dtype, misalign):
@@ -226,9 +229,9 @@ def test_dlpack_import_of_fp8_tensors():
     dev = runtime.get_device("local-task")
     dl = runtime.Device("dlpack", dev.instance, dev.device, dev.hal_module, targets.DEVICE, 64, dev.timeline)
     t = torch.arange(64, dtype=torch.float32).to(torch.float8_e5m2)
-    bv = runtime.import_tensor(dl, t, "f8E5M2")
+    bv = arguments.import_tensor(dl, t, "f8E5M2")
     assert int(bv.element_type) == int(runtime.rt.HalElementType.FLOAT_8_E5M2)
-    view, _ = runtime.flat_view(t)
+    view, _ = arguments.flat_view(t)
     mapped = bv.get_buffer().map().asarray([view.numel()], np.dtype(np.uint8))
     assert mapped.ctypes.data == view.data_ptr() and bv.shape == [view.numel()]   # zero-copy
 
@@ -273,7 +276,7 @@ def test_only_kernels_whose_stack_fits_run_inline():
     assert small.function.inline_ok and not big.function.inline_ok
 
 
-# -- the host launch's cache of argument lists (`runtime.host_key`) -----------------------------
+# -- the host launch's cache of argument lists (`arguments.launch_key`) ------------------------
 
 @triton.jit
 def _scale_kernel(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
@@ -290,8 +293,8 @@ def _scale(x, out, alpha, n=None, block=1024):
 
 def _builds(monkeypatch) -> list[int]:
     """One entry per argument list built from now on (a launch that misses the cache)."""
-    built, real = [], runtime.build_arguments
-    monkeypatch.setattr(runtime, "build_arguments", lambda *a: built.append(1) or real(*a))
+    built, real = [], arguments.argument_items
+    monkeypatch.setattr(runtime, "argument_items", lambda *a: built.append(1) or real(*a))
     return built
 
 
@@ -358,6 +361,26 @@ def test_the_same_address_with_a_larger_storage_gets_a_new_argument_list(monkeyp
     _scale(torch.from_numpy(src[:32])[16:], torch.from_numpy(dst[:32])[16:], 2.5)
     assert built == [1, 1, 1]
     np.testing.assert_array_equal(dst[16:32], 2.5 * src[16:32])
+
+
+def test_a_gpu_launch_key_names_the_memory_of_tensors_on_gpu_0():
+    kernel_abi = abi.of_signature(["x", "n"], {"x": "*fp32", "n": "i32"}, "k")
+    grid = (3, 1, 1)
+    s0 = 1 << 40
+
+    def key(x, n=7, on_host=False):
+        return arguments.launch_key(kernel_abi, (x, n), grid, on_host)
+
+    k = key(_DeviceTensor(s0 + 4 * 5, 5, 4000))
+    assert k is not None and key(_DeviceTensor(s0 + 4 * 5, 5, 4000)) == k   # another tensor, the same memory
+    for other in (_DeviceTensor(s0 + 4 * 6, 6, 4000),     # another offset in the storage
+                  _DeviceTensor(s0 + 4 * 5, 5, 8000)):    # a larger storage
+        assert key(other) not in (None, k)
+    assert key(_DeviceTensor(s0 + 4 * 5, 5, 4000), n=8) != k
+    assert key(_DeviceTensor(s0 + 4 * 5, 5, 4000, device=1)) is None   # refused on the full path
+    cpu = torch.rand(16)
+    assert key(cpu) is None and key(cpu, on_host=True) is not None
+    assert key(_DeviceTensor(s0, 0, 4000), on_host=True) is None
 
 
 def test_a_negative_zero_scalar_is_not_taken_for_zero():

@@ -5,7 +5,8 @@ machine with an NVIDIA GPU, with the vector add module of a pack (`pack.py`).
 
 Prints, for native mode and code generation, the median microseconds (of 3000, or PROFILE_REPS)
 of the whole launch and of each step: the argument checks, building IREE's argument list, one
-cached import, the DLPack path's steps (a strided view, its capsule, IREE's import: what each
+cached import (a launch's first time), the launch's key and its list from the items an earlier
+launch kept (every later time), the DLPack path's steps (a strided view, its capsule, IREE's import: what each
 tensor cost every launch before views were kept, and still costs where IREE's import has no
 element type), torch's current stream as an object and as a handle, IREE's invocation of the
 ordered function, one CUDA stream memory operation. Then the time of each of 20 launches made
@@ -40,7 +41,7 @@ if os.environ.get("PROFILE_CTX_SCHED"):
 
 import torch  # noqa: E402
 
-from triton_iree import aot, runtime  # noqa: E402
+from triton_iree import aot, arguments, runtime  # noqa: E402
 
 
 # Timed repetitions of each step (PROFILE_REPS).
@@ -65,12 +66,17 @@ def steps(launcher: aot.Launcher, n: int) -> dict[str, float]:
     torch.cuda.synchronize()
     r = {"launcher_call": median_us(lambda: launcher(*args, grid=grid[:1])),
          "kernel_launch": median_us(lambda: k.launch(abi, args, grid)),
-         "check_arguments": median_us(lambda: runtime.check_arguments(k.dev, abi, args, grid, k.name))}
-    spans = runtime.check_arguments(k.dev, abi, args, grid, k.name)
-    r["build_arguments"] = median_us(lambda: runtime.build_arguments(k.dev, abi, args, grid, spans))
-    r["import_tensor_cached"] = median_us(lambda: runtime.import_tensor(k.dev, x, "f32", spans[0]))
-    r["dlpack_flat_view"] = median_us(lambda: runtime.flat_view(x))
-    view, _ = runtime.flat_view(x)
+         "check_arguments": median_us(lambda: arguments.check_arguments(k.dev, abi, args, grid, k.name))}
+    spans = arguments.check_arguments(k.dev, abi, args, grid, k.name)
+    r["build_arguments"] = median_us(lambda: arguments.build_arguments(k.dev, abi, args, grid, spans))
+    # What a launch like an earlier one does instead of the two above: its key, and the list
+    # from the items the earlier one kept (`LoadedKernel.launch`).
+    r["launch_key"] = median_us(lambda: arguments.launch_key(abi, args, grid, False))
+    items = k._kept[arguments.launch_key(abi, args, grid, False)][2]
+    r["vm_list_of_kept_items"] = median_us(lambda: arguments.vm_list(items, 4))
+    r["import_tensor_cached"] = median_us(lambda: arguments.import_tensor(k.dev, x, "f32", spans[0]))
+    r["dlpack_flat_view"] = median_us(lambda: arguments.flat_view(x))
+    view, _ = arguments.flat_view(x)
     r["dlpack_capsule"] = median_us(lambda: view.__dlpack__())
     r["dlpack_capsule_and_import"] = median_us(lambda: k.dev.device.from_dlpack_capsule(view.__dlpack__()))
     r["torch_current_stream_object"] = median_us(lambda: torch.cuda.current_stream())
@@ -86,7 +92,7 @@ def steps(launcher: aot.Launcher, n: int) -> dict[str, float]:
 
 class OrderedSteps:
     """A launch of `launcher`'s ordered function taken apart as `StreamOrder.launch` makes it:
-    a call returns the microseconds of its argument checks and list, of the flag write on
+    a call returns the microseconds of its key and argument list, of the flag write on
     torch's stream, of IREE's invocation and of the wait on torch's stream."""
 
     def __init__(self, launcher: aot.Launcher, args, grid):
@@ -98,8 +104,7 @@ class OrderedSteps:
     def __call__(self) -> tuple[float, float, float, float]:
         k, flags, cuda = self.k, self.flags, self.order.cuda
         t0 = time.perf_counter()
-        spans = runtime.check_arguments(k.dev, self.abi, self.args, self.grid, k.name)
-        a = runtime.build_arguments(k.dev, self.abi, self.args, self.grid, spans)
+        a = arguments.vm_list(k._kept[arguments.launch_key(self.abi, self.args, self.grid, False)][2], 4)
         flags.seq += 1
         t1 = time.perf_counter()
         cuda.write(self.stream, flags.address, flags.seq, 0)
@@ -137,7 +142,7 @@ def after_sync(launcher: aot.Launcher, n: int) -> list[list[float]]:
 
 def after_sync_steps(launcher: aot.Launcher, n: int) -> dict[str, list[float]]:
     """The launches of `after_sync`, each step timed: median microseconds over 5 trials of each
-    of the 20 launches' argument checks and list, torch-side flag write, IREE's invocation, and
+    of the 20 launches' key and argument list, torch-side flag write, IREE's invocation, and
     torch-side wait."""
     a = (*(torch.randn(n, device="cuda") for _ in range(3)), n)
     grid = ((n + 1023) // 1024, 1, 1)
@@ -176,7 +181,7 @@ def host_after_sync(launcher: aot.Launcher, n: int) -> list[list[float]]:
         times = []
         for _ in range(10):
             t0 = time.perf_counter()
-            runtime.build_arguments(k.dev, abi, a, grid, runtime.check_arguments(k.dev, abi, a, grid, k.name))
+            arguments.build_arguments(k.dev, abi, a, grid, arguments.check_arguments(k.dev, abi, a, grid, k.name))
             times.append(round((time.perf_counter() - t0) * 1e6, 1))
         trials.append(times)
     return trials

@@ -34,7 +34,7 @@ import iree.runtime as rt  # noqa: E402
 import torch  # noqa: E402
 
 from cases import CASES, specialization  # noqa: E402
-from triton_iree import aot, runtime  # noqa: E402
+from triton_iree import aot, arguments  # noqa: E402
 from triton_iree.copies import DeviceCopies  # noqa: E402
 
 
@@ -69,20 +69,6 @@ def fresh(case, device="cuda"):
     return a, ce
 
 
-def _copy(args: rt.VmVariantList) -> rt.VmVariantList:
-    """A copy of an argument list of integers, floats and buffer views."""
-    out = rt.VmVariantList(args.size + 2)
-    for i in range(args.size):
-        v = args.get_variant(i)
-        if isinstance(v, int):
-            out.push_int(v)
-        elif isinstance(v, float):
-            out.push_float(v)
-        else:
-            out.push_ref(args.get_as_object(i, rt.HalBufferView))
-    return out
-
-
 class IreeModule:
     """A compiled module, launched the way users launch one: `triton_iree.aot.Launcher`."""
 
@@ -101,23 +87,19 @@ class IreeModule:
         kernel, abi = self.launcher.kernel, self.launcher.abi
         values = [args[i] for i in self.keep]
         dev = kernel.dev
-        copies = runtime._vulkan_launch.copies = DeviceCopies(dev.device, dev.pool)
-        try:
-            spans = runtime.check_arguments(dev, abi, values, grid, kernel.name)
-            vm_args = runtime.build_arguments(dev, abi, values, grid, spans)
-            copies.uploaded()
-        finally:
-            runtime._vulkan_launch.copies = None
+        copies = DeviceCopies(dev.device, dev.pool)   # kept: it holds the uploaded buffers
+        spans = arguments.check_arguments(dev, abi, values, grid, kernel.name)
+        items = arguments.argument_items(dev, abi, values, grid, spans, copies)
+        copies.uploaded()
         ctx = kernel.main
         times = []
         for _ in range(n + 1):
-            if ctx.fenced:   # the invocation pushes its fences on the list: it takes a copy
-                args = _copy(vm_args)
-                t0 = time.perf_counter()
+            args = arguments.vm_list(items, 2)   # the invocation pushes its fences on it: a new one each time
+            t0 = time.perf_counter()
+            if ctx.fenced:
                 dev.timeline.invoke(ctx.context, ctx.function, args).wait()
             else:
-                t0 = time.perf_counter()
-                ctx.context.invoke(ctx.function, vm_args, rt.VmVariantList(1))
+                ctx.context.invoke(ctx.function, args, rt.VmVariantList(1))
             times.append((time.perf_counter() - t0) * 1e3)
         if not ctx.fenced:
             return statistics.median(times[1:]), None
@@ -125,7 +107,7 @@ class IreeModule:
         for _ in range(5):
             t0 = time.perf_counter()
             for _ in range(100):
-                fence = dev.timeline.invoke(ctx.context, ctx.function, _copy(vm_args))
+                fence = dev.timeline.invoke(ctx.context, ctx.function, arguments.vm_list(items, 2))
             fence.wait()
             hundred.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(times[1:]), statistics.median(hundred)

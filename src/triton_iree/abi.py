@@ -12,7 +12,7 @@ public function, named after the kernel. Its arguments (`Abi.slots`), in order:
 2. the grid: three i32 (gx, gy, gz);
 3. one i64 per buffer, in the buffers' order (`Abi.bases`): the element offset at which the
    pointer starts inside its buffer (the runtime imports each buffer from a 64-byte aligned
-   address: `runtime.import_span`). A kernel read from triton-shared's output has none (its
+   address: `arguments.import_span`). A kernel read from triton-shared's output has none (its
    pointers are whole buffers).
 
 It returns every buffer the kernel writes, in parameter order, each tied to its argument
@@ -31,7 +31,7 @@ Triton's signature on the launch side (`of_signature`), extended there with what
 metadata says instrumentation added (`Abi.extended`). The places that convert values across
 it, which a change of the ABI (say, every scalar in one i64 buffer) changes besides this module:
 
-- `runtime.build_arguments`: the caller's Python values -> the VM argument list (every launch,
+- `arguments.argument_items`: the caller's Python values -> the VM argument list (every launch,
   `aot.Launcher`'s too);
 - `lowering.module.ModuleEmitter.module`: the function's arguments -> the operands of its
   dispatch (the lowering's modules);

@@ -8,7 +8,7 @@ allocator. So the capsule here describes an address range alone: a DLManagedTens
 code runs then, on whatever thread IREE releases it from.
 
 A view names memory, not a tensor, as the pointers Triton's own launcher passes do: a launch
-looks its views up by address range (`runtime.import_tensor`), and the tensor being launched
+looks its views up by address range (`arguments.import_tensor`), and the tensor being launched
 owns that range then. Launches are ordered with torch's stream (`targets.cuda_streams`), the
 stream torch's allocator orders the range's reuse on.
 """

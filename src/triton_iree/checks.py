@@ -317,7 +317,8 @@ class Checks:
                grid: Sequence[int], shared: "SharedMemory | None" = None) -> None:
         import torch
 
-        from .runtime import check_arguments, launch_device   # not at the top: runtime needs iree.runtime
+        from .arguments import check_arguments   # not at the top: it needs iree.runtime
+        from .runtime import launch_device
         spans = check_arguments(kernel.dev, kernel_abi, values, grid, kernel.name)
         buffers = [(p.name, v) for p, v in zip(kernel_abi.params, values) if p.is_buffer]
         # Each buffer's storage inside the buffer imported for it, [start, end) in elements, and its

@@ -11,7 +11,7 @@ from typing import Optional
 from triton.backends.compiler import GPUTarget
 from triton.backends.driver import DriverBase
 
-from .. import abi, checks, compat, prints, runtime, targets
+from .. import abi, arguments, checks, compat, prints, runtime, targets
 from ..errors import LaunchError
 
 
@@ -115,7 +115,7 @@ class IreeLauncher:
         for i in self.buffers:
             if type(values[i]) is wrapper:   # triton.reinterpret
                 values = list(values)
-                values[i] = runtime.reinterpreted(values[i], self.abi.params[i], self.name)
+                values[i] = arguments.reinterpreted(values[i], self.abi.params[i], self.name)
         if enter_hook is not None:
             enter_hook(launch_metadata)
         if self.printer is not None:
