@@ -73,8 +73,8 @@ MUTATIONS = [
              ("tests/test_analysis.py::test_masks_in_every_comparison_form_are_the_same_box",
               "tests/test_kernels.py::test_masks_in_every_comparison_form")),
     # The element offset of each tensor inside its imported buffer dropped.
-    Mutation("element-offset-dropped", "runtime.py", "            args.push_int(spans[slot.number][2])\n",
-             "            args.push_int(0)\n",
+    Mutation("element-offset-dropped", "arguments.py", "            items.append((_PUSH_INT, spans[slot.number][2]))\n",
+             "            items.append((_PUSH_INT, 0))\n",
              ("tests/test_kernels.py::test_vector_add_strided_views",
               "tests/test_runtime.py::test_launch_imports_the_tensors_own_memory_and_allocates_nothing")),
     # The branches of a runtime `if` swapped.
@@ -97,8 +97,13 @@ MUTATIONS = [
              ("tests/test_checked.py::test_scalar_access",
               "tests/test_checked.py::test_before_storage_that_starts_inside_an_aligned_line")),
     # A grid axis of 2^31 programs let through.
-    Mutation("grid-limit-one-late", "runtime.py", "if g < 0 or g >= 2 ** 31:", "if g < 0 or g > 2 ** 31:",
+    Mutation("grid-limit-one-late", "arguments.py", "if g < 0 or g >= 2 ** 31:", "if g < 0 or g > 2 ** 31:",
              ("tests/test_checked.py::test_a_grid_axis_of_2_31_programs_is_refused_before_anything_runs",)),
+    # A launch's key without its storage's length: a launch on a larger storage at the same address
+    # reuses buffer views of the smaller one.
+    Mutation("launch-key-without-storage-length", "arguments.py", "            push(storage.nbytes())\n", "",
+             ("tests/test_runtime.py::test_the_same_address_with_a_larger_storage_gets_a_new_argument_list",
+              "tests/test_runtime.py::test_a_gpu_launch_key_names_the_memory_of_tensors_on_gpu_0")),
     # tl.min of unsigned integers starting from 0 instead of all ones.
     Mutation("unsigned-min-identity-zero", "lowering/reductions.py", '"arith.maxui": 0, "arith.minui": -1,',
              '"arith.maxui": 0, "arith.minui": 0,',
