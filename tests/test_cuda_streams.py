@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from triton_iree import aot
+from triton_iree.errors import LaunchError
 from triton_iree.kernels import add_kernel, layer_norm_fwd_kernel, matmul_kernel, softmax_kernel
 from triton_iree.targets import cuda_streams
 
@@ -203,7 +204,7 @@ def test_a_repeated_launch_reuses_its_items_and_reads_the_tensors_it_is_given(ad
     assert built == [1] and torch.equal(out[:-1], (x + y)[:-1]) and out[-1] == 0
     add(x[1:], y[1:], out[1:], n - 1, grid=grid)    # other offsets in the same storages
     assert built == [1, 1] and torch.equal(out[1:], (x + y)[1:]) and out[0] == 0
-    with pytest.raises(Exception, match="is on cpu"):   # refused on the full path, as before
+    with pytest.raises(LaunchError, match="is on cpu"):   # refused on the full path, as before
         add(x.cpu(), y, out, n, grid=grid)
 
 
