@@ -11,12 +11,14 @@ tensor cost every launch before views were kept, and still costs where IREE's im
 element type), torch's current stream as an object and as a handle, IREE's invocation of the
 ordered function, one CUDA stream memory operation. Then the time of each of 20 launches made
 back to back right after a synchronization (5 trials), for a short kernel (2^10 elements) and a
-long one (2^26), and the time of each step of those launches.
+long one (2^26), and the time of each step of those launches; with the IREE compiler there, also
+of 20 JIT launches (`kernel[grid]` through triton-iree's backend).
 IREE runtime flags can be given in PROFILE_FLAGS (e.g. "--cuda_use_streams=false"), and how
 CUDA's context waits for the GPU in PROFILE_CTX_SCHED (spin, yield or blocking).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import statistics
@@ -166,6 +168,20 @@ def triton_after_sync(n: int) -> list[list[float]]:
     return timed_after_sync(lambda: add_kernel[((n + 1023) // 1024,)](x, y, out, n, BLOCK_SIZE=1024))
 
 
+def jit_after_sync(n: int) -> list[list[float]]:
+    """`after_sync` for `add_kernel[grid](...)` through triton-iree's backend (`activate(target=
+    "cuda")`: Triton's JIT launch, then code generation's ordered launch). Needs the IREE compiler."""
+    import triton
+    import triton_iree
+    from triton_iree.kernels import add_kernel
+    triton_iree.activate(target="cuda")
+    try:
+        x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
+        return timed_after_sync(lambda: add_kernel[((n + 1023) // 1024,)](x, y, out, n, BLOCK_SIZE=1024))
+    finally:
+        triton.runtime.driver.reset_active()
+
+
 def host_after_sync(launcher: aot.Launcher, n: int) -> list[list[float]]:
     """A fixed piece of Python that touches no GPU (the launch's argument checks and list),
     timed 10 times right after a synchronization that waited for 20 launches (5 trials): how
@@ -209,6 +225,10 @@ def main() -> None:
                   json.dumps(after_sync_steps(launcher, n)), flush=True)
             print(mode, f"argument checks and list right after a synchronization ({n} elements), us:",
                   json.dumps(host_after_sync(launcher, n)), flush=True)
+    if importlib.util.find_spec("iree.compiler") is not None:
+        for n in (1 << 10, 1 << 26):
+            print("jit", f"20 launches of {n} elements after a synchronization, us:",
+                  json.dumps(jit_after_sync(n)), flush=True)
 
 
 if __name__ == "__main__":
