@@ -158,7 +158,6 @@ INLINE_MAX_STACK_BYTES = 256 << 10
 INLINE_DRIVER = "local-sync"
 
 
-
 def launch_device(values: Sequence[Any]):
     """Where a launch's tensors live (a GPU's memory for a GPU launch; the CPU without tensors):
     the extra buffers a launch passes (prints' logs, checked mode's records) go there too."""
@@ -229,7 +228,7 @@ class LoadedKernel:
             stack_bytes <= INLINE_MAX_STACK_BYTES
         if not self.inline_ok:
             self.module_bytes = None   # kept only to load the inline copy
-        self._kept.clear()        # they hold the context that ran them, inline or not
+        self._kept.clear()   # they hold the context that ran them, inline or not
 
     def launch(self, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                shared: "SharedMemory | None" = None) -> None:
