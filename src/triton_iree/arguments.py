@@ -1,6 +1,6 @@
 """The arguments of a launch: the caller's values checked, their memory imported as IREE buffer
 views (zero-copy, or copies where the driver needs them), and IREE's argument list built from
-them in the order of the kernel's ABI (`abi`).
+them in the order of the kernel's ABI (`abi`). `dev` is always the launch's `runtime.Device`.
 
 A launch builds its arguments once as items (`argument_items`): what to push on IREE's list, in
 order. A loaded kernel keeps the items of recent launches under their `launch_key`, the values
@@ -24,7 +24,6 @@ from .types import ELEMENT_BYTES
 
 if TYPE_CHECKING:
     from .copies import DeviceCopies
-    from .runtime import Device
 
 _ELEMENT_TYPES = {
     "f32": rt.HalElementType.FLOAT_32, "f16": rt.HalElementType.FLOAT_16,
@@ -95,7 +94,7 @@ def clear_views() -> None:
     _views.clear()
 
 
-def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | None = None,
+def import_tensor(dev, tensor, dtype: str, span: tuple[int, int, int] | None = None,
                   written: bool = True, copies: DeviceCopies | None = None) -> rt.HalBufferView:
     """The caller's tensor memory as a HAL buffer view of `dtype` elements (zero-copy), from the
     aligned base of `import_span` to the end of the storage; on a driver that takes copies
@@ -127,7 +126,7 @@ def import_tensor(dev: Device, tensor, dtype: str, span: tuple[int, int, int] | 
     return bv
 
 
-def _dlpack_view(dev: Device, tensor, want) -> rt.HalBufferView:
+def _dlpack_view(dev, tensor, want) -> rt.HalBufferView:
     """The tensor's storage from `import_span`'s base, imported through its own DLPack capsule
     (the view keeps the tensor alive)."""
     view, _ = flat_view(tensor)
@@ -154,7 +153,7 @@ def reinterpreted(wrapper, plan, kernel: str):
                           kernel=kernel) from None
 
 
-def check_arguments(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence[int],
+def check_arguments(dev, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                     kernel: str) -> list[tuple[int, int, int]]:
     """Raises before anything runs if an argument is unusable; returns each buffer argument's
     `import_span` (base address, byte length, element offset)."""
@@ -245,7 +244,7 @@ def int_argument(value, dtype: str) -> int:
 _PUSH_REF, _PUSH_INT, _PUSH_FLOAT = rt.VmVariantList.push_ref, rt.VmVariantList.push_int, rt.VmVariantList.push_float
 
 
-def argument_items(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence[int],
+def argument_items(dev, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                    spans: Sequence[tuple[int, int, int]], copies: DeviceCopies | None = None) -> list[tuple]:
     """What IREE's argument list holds, in the order of `abi.slots`, for checked arguments
     (`values`: one per `abi.params`; spans from check_arguments): (the list's push method, the
@@ -286,7 +285,7 @@ def vm_list(items: Sequence[tuple], extra: int = 0) -> rt.VmVariantList:
     return args
 
 
-def build_arguments(dev: Device, abi: Abi, values: Sequence[Any], grid: Sequence[int],
+def build_arguments(dev, abi: Abi, values: Sequence[Any], grid: Sequence[int],
                     spans: Sequence[tuple[int, int, int]], copies: DeviceCopies | None = None) -> rt.VmVariantList:
     """IREE's argument list of `argument_items`."""
     return vm_list(argument_items(dev, abi, values, grid, spans, copies))
