@@ -118,6 +118,11 @@ def add():
     x = torch.ones(1024, device="cuda")
     launcher(x, x, x, 1024, grid=(1,))   # the first launch loads the kernels, waiting on the host
     assert launcher.kernel.main.loaded and torch.equal(x, torch.full_like(x, 2.0))
+    # The first ordered launch on a stream makes its flags, synchronizing the stream once: done here,
+    # so that the tests' launches on torch's stream return while the stream is still busy.
+    launcher(x, x, x, 1024, grid=(1,))
+    torch.cuda.synchronize()
+    assert torch.equal(x, torch.full_like(x, 4.0))
     return launcher
 
 
@@ -202,6 +207,7 @@ def test_a_repeated_launch_reuses_its_items_and_reads_the_tensors_it_is_given(ad
     out.zero_()
     add(x, y, out, n - 1, grid=grid)                # another scalar: new items
     assert built == [1] and torch.equal(out[:-1], (x + y)[:-1]) and out[-1] == 0
+    out.zero_()
     add(x[1:], y[1:], out[1:], n - 1, grid=grid)    # other offsets in the same storages
     assert built == [1, 1] and torch.equal(out[1:], (x + y)[1:]) and out[0] == 0
     with pytest.raises(LaunchError, match="is on cpu"):   # refused on the full path, as before
