@@ -6,9 +6,9 @@ machine with an NVIDIA GPU, with the vector add module of a pack (`pack.py`).
 Prints, for native mode and code generation, the median microseconds (of 3000, or PROFILE_REPS)
 of the whole launch and of each step: the argument checks, building IREE's argument list, one
 cached import (a launch's first time), the launch's key and its list from the items an earlier
-launch kept (every later time), the DLPack path's steps (a strided view, its capsule, IREE's import: what each
-tensor cost every launch before views were kept, and still costs where IREE's import has no
-element type), torch's current stream as an object and as a handle, IREE's invocation of the
+launch kept (every later time), the DLPack path's steps (a strided view, its capsule, IREE's
+import: what each tensor cost every launch before views were kept, and still costs where IREE's
+import has no element type), torch's current stream as an object and as a handle, IREE's invocation of the
 ordered function, one CUDA stream memory operation. Then the time of each of 20 launches made
 back to back right after a synchronization (5 trials), for a short kernel (2^10 elements) and a
 long one (2^26), and the time of each step of those launches; with the IREE compiler there, also
