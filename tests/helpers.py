@@ -104,6 +104,15 @@ def assert_fp16_rounding_of(c, ref32):
     torch.testing.assert_close(c.float(), ref32, rtol=torch.finfo(torch.float16).eps, atol=1e-3)
 
 
+def item_builds(monkeypatch) -> list[int]:
+    """One entry per launch from now on that builds its arguments (`arguments.argument_items`):
+    a launch that reuses none an earlier one kept (`runtime.LoadedKernel.launch`)."""
+    from triton_iree import runtime
+    built, real = [], runtime.argument_items
+    monkeypatch.setattr(runtime, "argument_items", lambda *a: built.append(1) or real(*a))
+    return built
+
+
 def edge_sizes(block: int, k: int = 3) -> list[int]:
     """The sizes where block-size bugs show: n in {1, BLOCK-1, BLOCK, BLOCK+1, k*BLOCK-1}."""
     return sorted({1, block - 1, block, block + 1, k * block - 1} - {0})

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import item_builds
 from triton_iree import aot
 from triton_iree.errors import LaunchError
 from triton_iree.kernels import add_kernel, layer_norm_fwd_kernel, matmul_kernel, softmax_kernel
@@ -183,21 +184,13 @@ def test_launches_on_other_streams_follow_their_own_stream(add):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
-def _item_builds(monkeypatch) -> list[int]:
-    """One entry per launch from now on that builds its items (one that reuses none)."""
-    from triton_iree import runtime
-    built, real = [], runtime.argument_items
-    monkeypatch.setattr(runtime, "argument_items", lambda *a: built.append(1) or real(*a))
-    return built
-
-
 @gpu
 def test_a_repeated_launch_reuses_its_items_and_reads_the_tensors_it_is_given(add, monkeypatch):
     n = 5003
     grid = ((n + 1023) // 1024,)
     x, y, out = torch.rand(n, device="cuda"), torch.rand(n, device="cuda"), torch.zeros(n, device="cuda")
     add(x, y, out, n, grid=grid)
-    built = _item_builds(monkeypatch)
+    built = item_builds(monkeypatch)
     for i in range(3):
         x.fill_(float(i))
         out.zero_()

@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 from torch.profiler import ProfilerActivity, profile
 
+from helpers import item_builds
 from triton_iree import abi, arguments, runtime, targets
 from triton_iree.errors import LaunchError
 
@@ -291,17 +292,10 @@ def _scale(x, out, alpha, n=None, block=1024):
     return _scale_kernel[(triton.cdiv(n, block),)](x, out, n, alpha, BLOCK=block)
 
 
-def _builds(monkeypatch) -> list[int]:
-    """One entry per argument list built from now on (a launch that misses the cache)."""
-    built, real = [], arguments.argument_items
-    monkeypatch.setattr(runtime, "argument_items", lambda *a: built.append(1) or real(*a))
-    return built
-
-
 def test_a_repeated_launch_reuses_its_argument_list(monkeypatch):
     x, out = torch.rand(100), torch.zeros(100)
     _scale(x, out, 2.0)
-    built = _builds(monkeypatch)
+    built = item_builds(monkeypatch)
     for _ in range(3):
         out.zero_()
         _scale(x, out, 2.0)
@@ -341,7 +335,7 @@ def test_a_tensor_resized_or_viewed_differently_gets_a_new_argument_list():
 def test_a_view_at_another_offset_gets_a_new_argument_list(monkeypatch):
     x, out = torch.arange(32.0), torch.zeros(32)
     _scale(x[:16], out[:16], 1.5)
-    built = _builds(monkeypatch)
+    built = item_builds(monkeypatch)
     _scale(x[8:24], out[8:24], 1.5)     # the same storages, lengths and scalars
     assert built == [1] and torch.equal(out[8:24], 1.5 * x[8:24])
 
@@ -352,7 +346,7 @@ def test_the_same_address_with_a_larger_storage_gets_a_new_argument_list(monkeyp
     # a kernel may reach every element of the storage.
     src, dst = np.arange(64, dtype=np.float32), np.zeros(64, dtype=np.float32)
     _scale(torch.from_numpy(src[:16]), torch.from_numpy(dst[:16]), 2.5)
-    built = _builds(monkeypatch)
+    built = item_builds(monkeypatch)
     _scale(torch.from_numpy(src)[:16], torch.from_numpy(dst)[:16], 2.5)
     assert built == [1]
     np.testing.assert_array_equal(dst[:16], 2.5 * src[:16])

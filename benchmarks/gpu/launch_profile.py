@@ -8,8 +8,8 @@ of the whole launch and of each step: the argument checks, building IREE's argum
 cached import (a launch's first time), the launch's key and its list from the items an earlier
 launch kept (every later time), the DLPack path's steps (a strided view, its capsule, IREE's
 import: what each tensor cost every launch before views were kept, and still costs where IREE's
-import has no element type), torch's current stream as an object and as a handle, IREE's invocation of the
-ordered function, one CUDA stream memory operation. Then the time of each of 20 launches made
+import has no element type), torch's current stream as an object and as a handle, IREE's
+invocation of the ordered function, one CUDA stream memory operation. Then the time of each of 20 launches made
 back to back right after a synchronization (5 trials), for a short kernel (2^10 elements) and a
 long one (2^26), and the time of each step of those launches; with the IREE compiler there, also
 of 20 JIT launches (`kernel[grid]` through triton-iree's backend).
@@ -74,7 +74,7 @@ def steps(launcher: aot.Launcher, n: int) -> dict[str, float]:
     # What a launch like an earlier one does instead of the two above: its key, and the list
     # from the items the earlier one kept (`LoadedKernel.launch`).
     r["launch_key"] = median_us(lambda: arguments.launch_key(abi, args, grid, False))
-    items = k._kept[arguments.launch_key(abi, args, grid, False)][2]
+    items = kept_items(k, abi, args, grid)
     r["vm_list_of_kept_items"] = median_us(lambda: arguments.vm_list(items, 4))
     r["import_tensor_cached"] = median_us(lambda: arguments.import_tensor(k.dev, x, "f32", spans[0]))
     r["dlpack_flat_view"] = median_us(lambda: arguments.flat_view(x))
@@ -92,6 +92,13 @@ def steps(launcher: aot.Launcher, n: int) -> dict[str, float]:
     return r
 
 
+def kept_items(k, abi, args, grid) -> list:
+    """The items that loaded kernel `k` keeps for a launch like this one (`LoadedKernel.launch`
+    finds them by the launch's key and builds its list from them, with room for four values more:
+    the order's flags and sequence number, the timeline's fences)."""
+    return k._kept[arguments.launch_key(abi, args, grid, False)][2]
+
+
 class OrderedSteps:
     """A launch of `launcher`'s ordered function taken apart as `StreamOrder.launch` makes it:
     a call returns the microseconds of its key and argument list, of the flag write on
@@ -106,7 +113,7 @@ class OrderedSteps:
     def __call__(self) -> tuple[float, float, float, float]:
         k, flags, cuda = self.k, self.flags, self.order.cuda
         t0 = time.perf_counter()
-        a = arguments.vm_list(k._kept[arguments.launch_key(self.abi, self.args, self.grid, False)][2], 4)
+        a = arguments.vm_list(kept_items(k, self.abi, self.args, self.grid), 4)
         flags.seq += 1
         t1 = time.perf_counter()
         cuda.write(self.stream, flags.address, flags.seq, 0)
